@@ -1,0 +1,72 @@
+import pytest
+
+from tfdqn import config as C
+from tfdqn.errors import UserError
+
+
+def test_every_field_has_a_doc():
+    docs = C.field_docs()
+    assert "run.training_interval" in docs and "replay.capacity" in docs
+    assert all(doc.strip() for doc in docs.values())
+
+
+def test_files_extend_and_overrides_win(tmp_path):
+    (tmp_path / "base.yaml").write_text("run:\n  seed: 3\n  total_steps: 100\nreplay:\n  capacity: 500\n")
+    (tmp_path / "child.yaml").write_text("extends: base.yaml\nrun:\n  total_steps: 200\n")
+    config = C.build_config([tmp_path / "child.yaml"], {"run.total_steps": "3e2", "learner.double_dqn": "false"})
+    assert (config.run.seed, config.run.total_steps, config.replay.capacity) == (3, 300, 500)
+    assert config.learner.double_dqn is False
+
+
+def test_shipped_configs_load():
+    for name in ("base.yaml", "cartpole.yaml", "atari.yaml"):
+        assert isinstance(C.build_config([C.CONFIG_DIR / name], {}), C.DQNConfig)
+
+
+def test_saved_config_reproduces_itself(tmp_path):
+    config = C.build_config([C.CONFIG_DIR / "cartpole.yaml"], {"run.seed": 7})
+    C.save(config, tmp_path / "config.yaml")
+    assert C.build_config([tmp_path / "config.yaml"], {}) == config
+
+
+def test_set_values_are_typed_by_their_field():
+    overrides = C.parse_set(["learner.learning_rate=1e-4", "learner.double_dqn=true", "network.hidden_sizes=[64, 64]",
+                             "run.total_steps=1_000"])
+    config = C.build_config([], overrides)
+    assert config.learner.learning_rate == 1e-4 and config.learner.double_dqn is True
+    assert config.network.hidden_sizes == (64, 64) and config.run.total_steps == 1000
+
+
+@pytest.mark.parametrize("overrides, needle", [
+    ({"run.training_interval": 0}, "run.training_interval = 0"),
+    ({"run.total_steps": -5}, "run.total_steps = -5"),
+    ({"exploration.epsilon_end": 1.5}, "exploration.epsilon_end = 1.5"),
+    ({"replay.batch_size": 64, "replay.capacity": 32}, "replay.batch_size = 64"),
+    ({"learner.optimizer": "sgd"}, "learner.optimizer = 'sgd'"),
+    ({"run.seed": "abc"}, "run.seed = 'abc'"),
+    ({"learner.double_dqn": "maybe"}, "learner.double_dqn = 'maybe'"),
+    ({"run.trainig_interval": 2}, "did you mean run.training_interval"),
+    ({"nosection": 2}, "unknown config key 'nosection'"),
+])
+def test_bad_values_give_one_line_naming_value_and_allowed(overrides, needle):
+    with pytest.raises(UserError) as error:
+        C.build_config([], overrides)
+    message = str(error.value)
+    assert needle in message and "\n" not in message
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("run: [1, 2", "not valid YAML"),
+    ("- 1\n- 2\n", "expected a mapping"),
+    ("run: 5\n", "expected a mapping"),
+])
+def test_malformed_files(tmp_path, text, needle):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(UserError, match=needle):
+        C.build_config([path], {})
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(UserError, match="does not exist"):
+        C.build_config([tmp_path / "nope.yaml"], {})

@@ -1,0 +1,284 @@
+"""Real gymnasium and real ALE (Breakout); each ALE test emulates a few thousand frames at most."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from tfdqn.config import EnvConfig
+from tfdqn.envs import EnvSpec, describe_protocol, make_env, resolve_env_id
+from tfdqn.errors import UserError
+
+NOOP, FIRE = 0, 1  # Breakout's minimal action set: NOOP, FIRE, RIGHT, LEFT
+
+BREAKOUT = EnvConfig(id="Breakout", frame_stack=4)
+
+
+@pytest.mark.parametrize("name, env_id", [
+    ("CartPole", "CartPole-v1"),
+    ("cartpole", "CartPole-v1"),
+    ("CartPole-v1", "CartPole-v1"),
+    ("CartPole-v0", "CartPole-v0"),
+    ("cartpole-v1", "CartPole-v1"),
+    ("Acrobot", "Acrobot-v1"),
+    ("Acrobot-v1", "Acrobot-v1"),
+    ("MountainCar", "MountainCar-v0"),
+    ("MountainCar-v0", "MountainCar-v0"),
+    ("Breakout", "ALE/Breakout-v5"),
+    ("breakout", "ALE/Breakout-v5"),
+    ("BREAKOUT", "ALE/Breakout-v5"),
+    ("Pong", "ALE/Pong-v5"),
+    ("SpaceInvaders", "ALE/SpaceInvaders-v5"),
+    ("space_invaders", "ALE/SpaceInvaders-v5"),
+    ("space-invaders", "ALE/SpaceInvaders-v5"),
+    ("ALE/Breakout-v5", "ALE/Breakout-v5"),
+    ("ALE/breakout", "ALE/Breakout-v5"),
+    ("Breakout-v5", "ALE/Breakout-v5"),
+    ("BreakoutNoFrameskip-v4", "BreakoutNoFrameskip-v4"),
+    ("  Pong ", "ALE/Pong-v5"),
+])
+def test_resolve_env_id(name, env_id):
+    assert resolve_env_id(name) == env_id
+
+
+@pytest.mark.parametrize("name, suggestion", [
+    ("Brekout", "did you mean Breakout?"),
+    ("CartPol", "did you mean CartPole?"),
+    ("CartPole-v9", "did you mean CartPole-v1?"),
+    ("no-such-thing", None),
+    ("", None),
+])
+def test_unknown_env_is_one_line_user_error(name, suggestion):
+    with pytest.raises(UserError) as caught:
+        resolve_env_id(name)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"unknown env {name!r}")
+    assert "allowed: a gymnasium id (CartPole-v1" in message and "ALE game name (Breakout" in message
+    if suggestion:
+        assert suggestion in message
+    else:
+        assert "did you mean" not in message
+
+
+def test_continuous_actions_are_refused_in_one_line():
+    with pytest.raises(UserError) as caught:
+        make_env(EnvConfig(id="Pendulum-v1"), seed=0)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "Pendulum-v1" in message and "Box" in message and "allowed: a Discrete action space" in message
+
+
+def test_non_box_observations_are_refused_in_one_line():
+    with pytest.raises(UserError) as caught:
+        make_env(EnvConfig(id="FrozenLake-v1"), seed=0)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "FrozenLake-v1" in message and "Discrete(16)" in message and "allowed: a Box observation" in message
+
+
+@pytest.mark.parametrize("name, frame_shape, num_actions", [
+    ("CartPole", (4,), 2),
+    ("Acrobot", (6,), 3),
+])
+def test_vector_env_spec_and_frames(name, frame_shape, num_actions):
+    env, spec = make_env(EnvConfig(id=name, frame_stack=4), seed=0)
+    assert spec == EnvSpec(env_id=resolve_env_id(name), is_atari=False, frame_shape=frame_shape,
+                           frame_dtype=np.dtype(np.float32), stack_size=1, observation_shape=frame_shape,
+                           num_actions=num_actions, action_meanings=None)
+    frame, info = env.reset()
+    assert frame.shape == frame_shape and frame.dtype == np.float32
+    assert info["game_over"] is False
+    result = env.step(0)
+    assert len(result) == 5
+    assert result[0].shape == frame_shape and result[0].dtype == np.float32
+    env.close()
+
+
+def test_vector_env_episode_statistics_and_seed():
+    env, _ = make_env(EnvConfig(id="CartPole"), seed=7)
+    twin, _ = make_env(EnvConfig(id="CartPole"), seed=7)
+    frame, _ = env.reset()
+    np.testing.assert_array_equal(frame, twin.reset()[0])
+    assert env.action_space.sample() == twin.action_space.sample()
+    total, steps = 0.0, 0
+    while True:
+        frame, reward, terminated, truncated, info = env.step(0)
+        total, steps = total + reward, steps + 1
+        assert info["game_over"] == (terminated or truncated)
+        assert ("episode" in info) == info["game_over"]
+        if info["game_over"]:
+            break
+    assert terminated and info["episode"]["r"] == total and info["episode"]["l"] == steps
+    # Only the first reset is seeded: the next game starts from a new state.
+    first, _ = twin.reset(seed=7)
+    assert not np.array_equal(env.reset()[0], first)
+
+
+@pytest.mark.parametrize("frame_stack, observation_shape", [(4, (4, 84, 84)), (1, (84, 84))])
+def test_breakout_spec_and_frames(frame_stack, observation_shape):
+    env, spec = make_env(EnvConfig(id="Breakout", frame_stack=frame_stack), seed=0)
+    assert spec == EnvSpec(env_id="ALE/Breakout-v5", is_atari=True, frame_shape=(84, 84),
+                           frame_dtype=np.dtype(np.uint8), stack_size=frame_stack,
+                           observation_shape=observation_shape, num_actions=4,
+                           action_meanings=("NOOP", "FIRE", "RIGHT", "LEFT"))
+    frame, info = env.reset()
+    assert frame.shape == (84, 84) and frame.dtype == np.uint8
+    assert info["lives"] == 5 and info["game_over"] is False and info["life_lost"] is False
+    frame, reward, terminated, truncated, info = env.step(2)
+    assert frame.shape == (84, 84) and frame.dtype == np.uint8 and frame.max() > 0
+    assert isinstance(reward, float) and not terminated and not truncated
+    env.close()
+
+
+def test_training_life_loss_is_terminal_but_the_game_goes_on():
+    env, _ = make_env(BREAKOUT, seed=1)
+    rng = np.random.default_rng(0)
+    frame, info = env.reset()
+    lives, game_frames = info["lives"], info["episode_frame_number"]
+    total, steps, life_losses = 0.0, 0, 0
+    while True:
+        frame, reward, terminated, truncated, info = env.step(int(rng.integers(4)))
+        total, steps = total + reward, steps + 1
+        assert not truncated
+        assert info["episode_frame_number"] > game_frames  # the same game throughout
+        game_frames = info["episode_frame_number"]
+        assert terminated == info["life_lost"]  # every lost life is terminal for learning
+        assert ("episode" in info) == info["game_over"]
+        if info["game_over"]:
+            break
+        if terminated:
+            life_losses += 1
+            assert info["lives"] == lives - 1
+            lives = info["lives"]
+            frame, info = env.reset()  # no real reset: same lives, frames go on
+            assert info["lives"] == lives and info["episode_frame_number"] > game_frames
+            assert frame.shape == (84, 84)
+    assert life_losses == 4 and info["lives"] == 0 and terminated
+    assert total > 0  # a game with some score, so the next check means something
+    assert info["episode"]["r"] == total  # raw return of the whole game, over all lives
+    # Length in agent steps, counting the wrappers' presses: FIRE after each of the 5 resets
+    # (1 real, 4 after lost lives) and the NOOP of each of the 4 continuing resets.
+    assert info["episode"]["l"] == steps + 5 + 4
+    frame, info = env.reset()  # a real reset after game over
+    assert info["lives"] == 5 and info["episode_frame_number"] < game_frames
+    env.close()
+
+
+def test_evaluation_episode_is_the_whole_game_and_never_stalls():
+    """A greedy agent that only ever chooses NOOP: FIRE after each lost life keeps the game going."""
+    env, _ = make_env(BREAKOUT, seed=1, evaluation=True)
+    frame, info = env.reset()
+    life_losses, steps = 0, 0
+    while True:
+        frame, reward, terminated, truncated, info = env.step(NOOP)
+        steps += 1
+        assert not truncated and steps < 1000
+        assert ("episode" in info) == info["game_over"]
+        if info["life_lost"]:
+            life_losses += 1
+        if terminated:
+            break
+        assert not info["game_over"]
+    assert life_losses == 5 and info["lives"] == 0 and info["game_over"]
+    assert info["episode"]["l"] == steps + 5  # one FIRE at reset and after each of 4 lost lives
+    env.close()
+
+
+def test_fire_on_reset_launches_the_ball():
+    """Without FIRE a NOOP-only player never loses a life; with it the ball is in play from the reset."""
+    lives_lost = {}
+    for fire in (False, True):
+        config = dataclasses.replace(BREAKOUT, fire_on_reset=fire, noop_max=0, repeat_action_probability=0.0)
+        env, _ = make_env(config, seed=0)
+        _, info = env.reset()
+        assert info["episode_frame_number"] == (4 if fire else 0)  # one FIRE agent step = 4 frames
+        lives_lost[fire] = 0
+        for _ in range(150):
+            _, _, terminated, _, info = env.step(NOOP)
+            lives_lost[fire] += info["life_lost"]
+            if terminated:
+                env.reset()
+        env.close()
+    assert lives_lost == {False: 0, True: lives_lost[True]} and lives_lost[True] >= 3
+
+
+@pytest.mark.parametrize("evaluation", [False, True])
+def test_frame_cap_truncates_and_the_next_reset_is_real(evaluation):
+    config = dataclasses.replace(BREAKOUT, max_episode_frames=500)
+    env, _ = make_env(config, seed=0, evaluation=evaluation)
+    rng = np.random.default_rng(1)
+    env.reset()
+    for _ in range(200):
+        frame, reward, terminated, truncated, info = env.step(int(rng.integers(2, 4)))  # RIGHT or LEFT
+        if truncated:
+            break
+        if terminated:
+            assert not info["game_over"]
+            env.reset()
+    assert truncated and not terminated
+    assert info["game_over"] and "episode" in info and info["lives"] > 0
+    assert info["episode_frame_number"] == 500
+    frame, info = env.reset()
+    assert info["lives"] == 5 and info["episode_frame_number"] < 100
+    env.close()
+
+
+def run_breakout(seed: int, steps: int = 300):
+    """Frames, rewards and ends of a Breakout run with a fixed action sequence."""
+    env, _ = make_env(BREAKOUT, seed=seed)
+    actions = np.random.default_rng(123).integers(4, size=steps)
+    frame, _ = env.reset()
+    frames, rewards, ends = [frame], [], []
+    for action in actions:
+        frame, reward, terminated, truncated, _ = env.step(int(action))
+        rewards.append(reward)
+        ends.append((terminated, truncated))
+        if terminated or truncated:
+            frame, _ = env.reset()
+        frames.append(frame)
+    env.close()
+    return np.stack(frames), np.array(rewards), ends
+
+
+def test_same_seed_same_run_different_seed_different_run():
+    frames, rewards, ends = run_breakout(seed=5)
+    again_frames, again_rewards, again_ends = run_breakout(seed=5)
+    np.testing.assert_array_equal(frames, again_frames)
+    np.testing.assert_array_equal(rewards, again_rewards)
+    assert ends == again_ends
+    other_frames, _, _ = run_breakout(seed=6)
+    assert not np.array_equal(frames, other_frames)
+
+
+def test_describe_protocol():
+    _, spec = make_env(BREAKOUT, seed=0)
+    assert describe_protocol(BREAKOUT, spec, 0.05) == (
+        "protocol: ALE/Breakout-v5, epsilon 0.05, up to 30 no-op starts, sticky actions p=0.25, "
+        "frame skip 4 (max-pooled), 84x84 grayscale, stack 4, fire on reset, episodes capped at 108000 frames")
+    config = EnvConfig(id="CartPole")
+    _, spec = make_env(config, seed=0)
+    assert describe_protocol(config, spec, 0.0) == (
+        "protocol: CartPole-v1, epsilon 0, episodes capped at 500 steps (TimeLimit)")
+
+
+def test_render_gives_the_raw_rgb_screen_for_videos():
+    env, _ = make_env(BREAKOUT, seed=0, evaluation=True, render=True)
+    frame, _ = env.reset()
+    screen = env.render()
+    assert frame.shape == (84, 84) and screen.shape == (210, 160, 3) and screen.dtype == np.uint8
+    env.close()
+
+
+def test_render_without_its_package_is_a_one_line_user_error():
+    try:
+        import pygame  # noqa: F401
+    except ImportError:
+        with pytest.raises(UserError) as caught:
+            make_env(EnvConfig(id="CartPole"), seed=0, render=True)
+        assert "\n" not in str(caught.value) and "cannot render" in str(caught.value)
+    else:
+        env, _ = make_env(EnvConfig(id="CartPole"), seed=0, render=True)
+        env.reset()
+        assert env.render().ndim == 3
+        env.close()

@@ -1,0 +1,90 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfdqn.config import LearnerConfig
+from tfdqn.learner import Learner, td_target
+
+
+def _numpy_target(r, d, q_target, gamma, q_online=None):
+    if q_online is None:
+        next_value = q_target.max(axis=1)
+    else:
+        next_value = q_target[np.arange(len(r)), q_online.argmax(axis=1)]
+    return r + gamma * d * next_value
+
+
+@pytest.mark.parametrize("double", [False, True])
+def test_td_target_matches_numpy(double):
+    rng = np.random.default_rng(0)
+    r = rng.normal(size=16).astype(np.float32)
+    d = rng.integers(0, 2, 16).astype(np.float32)
+    q_target = rng.normal(size=(16, 5)).astype(np.float32)
+    q_online = rng.normal(size=(16, 5)).astype(np.float32) if double else None
+    got = td_target(r, d, q_target, 0.97, q_online).numpy()
+    np.testing.assert_allclose(got, _numpy_target(r, d, q_target, 0.97, q_online), rtol=1e-6)
+
+
+def test_double_dqn_differs_from_max_where_the_nets_disagree():
+    q_target = np.array([[1.0, 9.0]], np.float32)
+    q_online = np.array([[3.0, 0.0]], np.float32)
+    r, d = np.zeros(1, np.float32), np.ones(1, np.float32)
+    assert td_target(r, d, q_target, 1.0).numpy()[0] == pytest.approx(9.0)
+    assert td_target(r, d, q_target, 1.0, q_online).numpy()[0] == pytest.approx(1.0)
+
+
+def _tiny_model(seed):
+    keras.utils.set_random_seed(seed)
+    inputs = keras.Input((3,), dtype="float32")
+    return keras.Model(inputs, keras.layers.Dense(2)(keras.layers.Dense(8, activation="relu")(inputs)))
+
+
+def _batch(seed, size=8):
+    rng = np.random.default_rng(seed)
+    return (rng.normal(size=(size, 3)).astype(np.float32), rng.integers(0, 2, size).astype(np.int32),
+            rng.normal(size=size).astype(np.float32), np.ones(size, np.float32),
+            rng.normal(size=(size, 3)).astype(np.float32))
+
+
+def test_target_sync_exactly_on_period_boundaries_and_one_trace():
+    learner = Learner(_tiny_model(0), _tiny_model(1), LearnerConfig(target_update_period=3, learning_rate=0.01),
+                      (3,), np.float32)
+    same = lambda: all(np.array_equal(o, t) for o, t in  # noqa: E731
+                       zip(learner.online.get_weights(), learner.target.get_weights()))
+    assert same()  # the target starts as a copy
+    synced_after = []
+    for n in range(1, 11):
+        learner.update(*_batch(n, size=4 + n % 3))  # varying batch sizes must not retrace
+        if same():
+            synced_after.append(n)
+    assert synced_after == [3, 6, 9]
+    assert int(learner.updates.numpy()) == 10
+    assert learner.update.experimental_get_tracing_count() == 1
+
+
+def test_update_loss_matches_a_numpy_reference():
+    config = LearnerConfig(double_dqn=True, huber_delta=1.0, gamma=0.9, clip_rewards=True, max_grad_norm=0.0)
+    learner = Learner(_tiny_model(2), _tiny_model(3), config, (3,), np.float32)
+    observation, action, reward, discount, next_observation = _batch(7)
+    discount[::2] = 0.0
+    q_online = learner.online(observation).numpy()
+    y = _numpy_target(np.sign(reward), discount, learner.target(next_observation).numpy(), 0.9,
+                      learner.online(next_observation).numpy())
+    error = y - q_online[np.arange(8), action]
+    huber = np.where(np.abs(error) <= 1.0, 0.5 * error**2, np.abs(error) - 0.5)
+    metrics = learner.update(observation, action, reward, discount, next_observation)
+    assert float(metrics["td_loss"]) == pytest.approx(huber.mean(), rel=1e-5)
+    assert float(metrics["q_values"]) == pytest.approx(q_online.max(axis=1).mean(), rel=1e-5)
+
+
+def test_updates_reduce_the_loss_on_a_fixed_batch():
+    learner = Learner(_tiny_model(4), _tiny_model(5), LearnerConfig(learning_rate=0.01, target_update_period=1000),
+                      (3,), np.float32)
+    batch = _batch(11)
+    first = float(learner.update(*batch)["td_loss"])
+    for _ in range(200):
+        last = float(learner.update(*batch)["td_loss"])
+    assert last < first * 0.5
+    assert all(np.isfinite(w).all() for w in learner.online.get_weights())
+    assert isinstance(learner.update(*batch)["td_loss"], tf.Tensor)

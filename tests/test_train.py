@@ -1,0 +1,108 @@
+"""End to end: `python -m tfdqn.train` and `python -m tfdqn.evaluate` as real subprocesses."""
+
+import json
+
+import pytest
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+TINY = ["--env", "CartPole", "--total-steps", "1500", "--learning-starts", "500", "--checkpoint-every", "1000",
+        "--set", "run.log_every=500", "--set", "run.final_eval_episodes=2", "--quiet"]
+
+
+def _tags(run_dir):
+    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    return set(events.Tags()["tensors"]) | set(events.Tags()["scalars"])
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("runs")
+    from tests.conftest import run_module
+
+    result = run_module("tfdqn.train", *TINY, "--seed", "3", "--logdir", str(logdir), "--run-name", "a")
+    assert result.returncode == 0, result.stderr
+    return logdir / "a", result
+
+
+@pytest.mark.slow
+def test_run_folder_holds_config_events_checkpoints_and_summary(cartpole_run):
+    run_dir, result = cartpole_run
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 1500 and summary["updates"] == 1000
+    for key in ("wall_seconds", "env_steps_per_sec", "final_eval_return_mean", "final_eval_return_std"):
+        assert summary[key] >= 0
+    assert summary["final_eval_episodes"] == 2
+    assert json.loads(result.stdout.strip().splitlines()[-1])["run_dir"] == str(run_dir)
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["run"]["seed"] == 3 and config["env"]["id"] == "CartPole"
+    markers = sorted(p.name for p in (run_dir / "checkpoints").glob("*.complete"))
+    assert markers == ["ckpt-1000.complete", "ckpt-1500.complete"]
+    rows = (run_dir / "episodes.csv").read_text().splitlines()
+    assert rows[0] == "env_steps,return,length" and len(rows) > 10
+
+
+@pytest.mark.slow
+def test_tensorboard_tags(cartpole_run):
+    tags = _tags(cartpole_run[0])
+    expected = {"charts/episode_return", "charts/episode_length", "charts/epsilon", "losses/td_loss",
+                "losses/q_values", "perf/env_steps_per_sec", "perf/updates_per_sec", "hyperparameters"}
+    assert expected <= tags, expected - tags
+
+
+@pytest.mark.slow
+def test_same_seed_gives_identical_episode_returns(cartpole_run, tmp_path, run_cmd):
+    run_dir, _ = cartpole_run
+    result = run_cmd("tfdqn.train", *TINY, "--seed", "3", "--logdir", str(tmp_path), "--run-name", "b")
+    assert result.returncode == 0, result.stderr
+    first = (run_dir / "episodes.csv").read_text()
+    assert (tmp_path / "b" / "episodes.csv").read_text() == first
+    summaries = [json.loads((d / "summary.json").read_text()) for d in (run_dir, tmp_path / "b")]
+    assert summaries[0]["final_eval_returns"] == summaries[1]["final_eval_returns"]
+
+
+@pytest.mark.slow
+def test_evaluate_prints_mean_and_std(cartpole_run, run_cmd):
+    result = run_cmd("tfdqn.evaluate", str(cartpole_run[0]), "--episodes", "3", "--epsilon", "0.0")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["episodes"] == 3 and report["checkpoint_env_steps"] == 1500
+    assert report["return_mean"] > 0 and report["return_std"] >= 0
+    assert "protocol" in result.stdout
+
+
+@pytest.mark.slow
+def test_any_box_discrete_env_trains_with_the_mlp(tmp_path, run_cmd):
+    result = run_cmd("tfdqn.train", "--env", "Acrobot-v1", "--total-steps", "300", "--learning-starts", "100",
+                     "--set", "run.final_eval_episodes=1", "--set", "run.log_every=100", "--quiet",
+                     "--logdir", str(tmp_path), "--run-name", "acrobot")
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "acrobot" / "summary.json").read_text())["env_id"] == "Acrobot-v1"
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--training-interval", "0"], "run.training_interval = 0"),
+    (["--total-steps", "-1"], "run.total_steps = -1"),
+    (["--env", "Brekout"], "Brekout"),
+    (["--set", "learner.learnig_rate=1"], "did you mean learner.learning_rate"),
+    (["--set", "exploration.epsilon_end=2"], "exploration.epsilon_end = 2"),
+    (["--set", "replay.batch_size=100", "--set", "replay.capacity=10"], "replay.batch_size = 100"),
+    (["--set", "run.seed=abc"], "run.seed = 'abc'"),
+    (["--config", "no/such.yaml"], "no/such.yaml does not exist"),
+    (["--total-steps", "ten"], "invalid int value: 'ten'"),
+    (["--run-name", "a/b"], "--run-name 'a/b'"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, run_cmd):
+    result = run_cmd("tfdqn.train", "--env", "CartPole", "--logdir", str(tmp_path), *args, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert not any(tmp_path.iterdir())  # nothing half-made
+
+
+def test_help_lists_every_config_key_with_its_doc(run_cmd):
+    result = run_cmd("tfdqn.train", "--help", timeout=60)
+    assert result.returncode == 0
+    assert "run.training_interval" in result.stdout and "env steps per gradient update" in result.stdout

@@ -1,0 +1,48 @@
+"""Epsilon-greedy action selection compiled into one graph: schedule, random numbers and choice."""
+
+import keras
+import tensorflow as tf
+
+from tfdqn.config import ExplorationConfig
+from tfdqn.schedules import linear_epsilon
+
+
+class Actor:
+    """Chooses actions for a batch of observations; only the actions come back to Python.
+
+    `env_steps` is the actor's own step counter: each `act` call reads it for epsilon and advances it
+    by the batch size, so the schedule never needs a value fed from Python."""
+
+    def __init__(self, network: keras.Model, num_actions: int, exploration: ExplorationConfig,
+                 observation_shape: tuple, observation_dtype, seed: int):
+        self._network = network
+        self._num_actions = num_actions
+        self._exploration = exploration
+        self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
+        self.generator = tf.random.Generator.from_seed(seed)
+        observation = tf.TensorSpec([None, *observation_shape], tf.as_dtype(observation_dtype))
+        self.act = tf.function(self._act, input_signature=[observation])
+        self.act_with_epsilon = tf.function(self._act_with_epsilon,
+                                            input_signature=[observation, tf.TensorSpec([], tf.float32)])
+
+    def epsilon(self) -> tf.Tensor:
+        """The schedule's epsilon at the current env step (read by the logger)."""
+        e = self._exploration
+        return linear_epsilon(self.env_steps, e.epsilon_start, e.epsilon_end, e.epsilon_decay_steps)
+
+    def _choose(self, observation: tf.Tensor, epsilon: tf.Tensor) -> tf.Tensor:
+        """Per row: a uniform random action with probability epsilon, else the argmax of Q."""
+        batch = tf.shape(observation)[0]
+        greedy = tf.argmax(self._network(observation, training=False), axis=-1, output_type=tf.int32)
+        random = self.generator.uniform([batch], minval=0, maxval=self._num_actions, dtype=tf.int32)
+        explore = self.generator.uniform([batch]) < epsilon
+        return tf.where(explore, random, greedy)
+
+    def _act(self, observation: tf.Tensor) -> tf.Tensor:
+        actions = self._choose(observation, self.epsilon())
+        self.env_steps.assign_add(tf.cast(tf.shape(observation)[0], tf.int64))
+        return actions
+
+    def _act_with_epsilon(self, observation: tf.Tensor, epsilon: tf.Tensor) -> tf.Tensor:
+        """Evaluation: a fixed epsilon (0 is greedy); the training step counter is left alone."""
+        return self._choose(observation, epsilon)

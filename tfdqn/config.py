@@ -1,0 +1,292 @@
+"""Typed, frozen run configuration: YAML files, `--set key=value` overrides, one validation pass.
+
+Every field carries a one-line doc stating its unit; those docs are the command-line help.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import pathlib
+import typing
+
+import yaml
+
+from tfdqn.errors import UserError
+
+CONFIG_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
+
+
+def _field(default, doc: str):
+    """A dataclass field whose doc (unit included) is shown by `--help`."""
+    if isinstance(default, (list, tuple)):
+        return dataclasses.field(default_factory=lambda: tuple(default), metadata={"doc": doc})
+    return dataclasses.field(default=default, metadata={"doc": doc})
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    id: str = _field("CartPole", "environment: short name (CartPole, Breakout, any ALE game) or gymnasium id")
+    frame_stack: int = _field(1, "frames per observation (Atari: 4, Mnih et al. 2015)")
+    noop_max: int = _field(30, "Atari: up to this many no-op agent steps at reset (Mnih et al. 2015)")
+    frame_skip: int = _field(4, "Atari: emulator frames per agent step, max over the last two (Mnih et al. 2015)")
+    screen_size: int = _field(84, "Atari: square grayscale frame side in pixels (Mnih et al. 2015)")
+    terminal_on_life_loss: bool = _field(True, "Atari: a lost life ends the episode for learning only (Mnih et al. 2015)")
+    fire_on_reset: bool = _field(True, "Atari: press FIRE to start each life in games that need it (OpenAI Baselines)")
+    repeat_action_probability: float = _field(0.25, "Atari: sticky-action probability per emulator frame (Machado et al. 2018)")
+    max_episode_frames: int = _field(108_000, "Atari: emulator frames before an episode is truncated (30 min at 60 Hz)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    capacity: int = _field(50_000, "replay size in transitions")
+    batch_size: int = _field(64, "transitions per gradient update")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    kind: str = _field("auto", "network: auto (nature_cnn for image observations, else mlp), mlp or nature_cnn")
+    hidden_sizes: tuple = _field((256, 256), "mlp: units per hidden layer")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+    gamma: float = _field(0.99, "discount per agent step")
+    optimizer: str = _field("adam", "optimizer: adam or rmsprop")
+    learning_rate: float = _field(1e-3, "optimizer step size")
+    adam_epsilon: float = _field(1e-7, "optimizer epsilon (numerical floor of the denominator)")
+    double_dqn: bool = _field(True, "select the next action with the online net, value it with the target net")
+    huber_delta: float = _field(1.0, "TD error beyond which the loss grows linearly")
+    max_grad_norm: float = _field(10.0, "global gradient-norm clip; 0 turns clipping off")
+    target_update_period: int = _field(500, "gradient updates between target-network copies")
+    clip_rewards: bool = _field(False, "clip rewards to their sign for the loss (logged returns stay raw)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExplorationConfig:
+    epsilon_start: float = _field(1.0, "random-action probability at env step 0")
+    epsilon_end: float = _field(0.05, "random-action probability after the decay")
+    epsilon_decay_steps: int = _field(10_000, "env steps of linear decay from start to end")
+    eval_epsilon: float = _field(0.0, "random-action probability during evaluation")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    total_steps: int = _field(50_000, "env steps to train for")
+    learning_starts: int = _field(1_000, "env steps of acting before the first update")
+    training_interval: int = _field(1, "env steps per gradient update")
+    seed: int = _field(0, "seed of every random number generator in the run")
+    log_every: int = _field(1_000, "env steps between TensorBoard summaries")
+    checkpoint_every: int = _field(10_000, "env steps between checkpoints; 0 saves only at the end")
+    eval_every: int = _field(0, "env steps between periodic evaluations; 0 turns them off")
+    eval_episodes: int = _field(5, "episodes per periodic evaluation")
+    final_eval_episodes: int = _field(10, "episodes of the evaluation at the end of the run")
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    learner: LearnerConfig = dataclasses.field(default_factory=LearnerConfig)
+    exploration: ExplorationConfig = dataclasses.field(default_factory=ExplorationConfig)
+    run: RunConfig = dataclasses.field(default_factory=RunConfig)
+
+
+def field_docs() -> dict[str, str]:
+    """Every dotted key with its doc, in declaration order, for `--help` and error messages."""
+    docs = {}
+    for section in dataclasses.fields(DQNConfig):
+        for f in dataclasses.fields(_section_type(section.name)):
+            docs[f"{section.name}.{f.name}"] = f.metadata["doc"]
+    return docs
+
+
+def _section_type(name: str) -> type:
+    return typing.get_type_hints(DQNConfig)[name]
+
+
+def _field_type(section: str, name: str):
+    return typing.get_type_hints(_section_type(section))[name]
+
+
+def _coerce(key: str, value, expected):
+    """Convert a YAML or `--set` value to the field's type, or name the value and the type wanted."""
+    if expected is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+    elif expected is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                number = float(value.replace("_", ""))
+            except ValueError:
+                number = None
+            if number is not None and number.is_integer():
+                return int(number)
+    elif expected is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif expected is str:
+        if isinstance(value, str):
+            return value
+    elif expected is tuple:
+        if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            return tuple(value)
+        if isinstance(value, str):
+            try:
+                return tuple(int(v) for v in value.strip("[]() ").split(",") if v.strip())
+            except ValueError:
+                pass
+        raise UserError(f"config key {key} = {value!r} is not a list of integers")
+    raise UserError(f"config key {key} = {value!r} is not of type {expected.__name__}")
+
+
+def _unknown_key(key: str) -> UserError:
+    keys = list(field_docs())
+    close = difflib.get_close_matches(key, keys, n=1)
+    hint = f"; did you mean {close[0]}?" if close else f"; allowed keys: {', '.join(keys)}"
+    return UserError(f"unknown config key {key!r}{hint}")
+
+
+def _apply(values: dict[str, dict], key: str, raw) -> None:
+    section, _, name = key.partition(".")
+    if section not in values or name not in values[section]:
+        raise _unknown_key(key)
+    values[section][name] = _coerce(key, raw, _field_type(section, name))
+
+
+def _flatten(path: pathlib.Path, data: dict) -> dict:
+    """YAML sections to dotted keys; a section that is not a mapping is reported with its file."""
+    flat = {}
+    for section, fields in data.items():
+        if section == "extends":
+            continue
+        if not isinstance(fields, dict):
+            raise UserError(f"config file {path}: section {section!r} is {fields!r}, expected a mapping of keys")
+        flat.update({f"{section}.{key}": value for key, value in fields.items()})
+    return flat
+
+
+def read_yaml(path: pathlib.Path, _seen: tuple = ()) -> dict:
+    """A config file's dotted keys, after those of the file it `extends` (relative to its folder)."""
+    path = pathlib.Path(path)
+    if path in _seen:
+        raise UserError(f"config file {path} extends itself")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"config file {path} cannot be read: {e.__class__.__name__}") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise UserError(f"config file {path} is not valid YAML{where}") from None
+    data = data or {}
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} holds {type(data).__name__}, expected a mapping of sections")
+    flat = {}
+    if "extends" in data:
+        flat.update(read_yaml(path.parent / data["extends"], _seen + (path,)))
+    flat.update(_flatten(path, data))
+    return flat
+
+
+def build_config(files: list, overrides: dict) -> DQNConfig:
+    """Defaults, then each file in order, then the overrides; validated once."""
+    values = {s.name: {f.name: getattr(getattr(DQNConfig(), s.name), f.name)
+                       for f in dataclasses.fields(_section_type(s.name))}
+              for s in dataclasses.fields(DQNConfig)}
+    for path in files:
+        for key, raw in read_yaml(path).items():
+            _apply(values, key, raw)
+    for key, raw in overrides.items():
+        _apply(values, key, raw)
+    config = DQNConfig(**{name: _section_type(name)(**fields) for name, fields in values.items()})
+    validate(config)
+    return config
+
+
+def parse_set(items: list[str]) -> dict:
+    """`--set a.b=c` items to a dict; values are parsed as YAML scalars (1e-4, true, [64, 64])."""
+    overrides = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--set {item!r} is not of the form key=value")
+        try:
+            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else raw
+        except yaml.YAMLError:
+            overrides[key.strip()] = raw
+    return overrides
+
+
+def _check(ok: bool, key: str, value, allowed: str) -> None:
+    if not ok:
+        raise UserError(f"config key {key} = {value!r} is out of range; allowed: {allowed}")
+
+
+def validate(c: DQNConfig) -> None:
+    """Every range rule in one place; the first broken one becomes a one-line UserError."""
+    positive = [("run.total_steps", c.run.total_steps), ("run.training_interval", c.run.training_interval),
+                ("replay.capacity", c.replay.capacity), ("replay.batch_size", c.replay.batch_size),
+                ("learner.target_update_period", c.learner.target_update_period),
+                ("run.log_every", c.run.log_every), ("env.frame_stack", c.env.frame_stack),
+                ("env.frame_skip", c.env.frame_skip), ("env.screen_size", c.env.screen_size),
+                ("env.max_episode_frames", c.env.max_episode_frames),
+                ("run.final_eval_episodes", c.run.final_eval_episodes),
+                ("run.eval_episodes", c.run.eval_episodes)]
+    for key, value in positive:
+        _check(value >= 1, key, value, "an integer >= 1")
+    non_negative = [("run.learning_starts", c.run.learning_starts), ("run.seed", c.run.seed),
+                    ("run.checkpoint_every", c.run.checkpoint_every), ("run.eval_every", c.run.eval_every),
+                    ("exploration.epsilon_decay_steps", c.exploration.epsilon_decay_steps),
+                    ("env.noop_max", c.env.noop_max)]
+    for key, value in non_negative:
+        _check(value >= 0, key, value, "an integer >= 0")
+    for key in ("epsilon_start", "epsilon_end", "eval_epsilon"):
+        value = getattr(c.exploration, key)
+        _check(0.0 <= value <= 1.0, f"exploration.{key}", value, "a probability in [0, 1]")
+    _check(0.0 <= c.env.repeat_action_probability <= 1.0, "env.repeat_action_probability",
+           c.env.repeat_action_probability, "a probability in [0, 1]")
+    _check(0.0 <= c.learner.gamma <= 1.0, "learner.gamma", c.learner.gamma, "a discount in [0, 1]")
+    _check(c.learner.learning_rate > 0, "learner.learning_rate", c.learner.learning_rate, "a number > 0")
+    _check(c.learner.adam_epsilon > 0, "learner.adam_epsilon", c.learner.adam_epsilon, "a number > 0")
+    _check(c.learner.huber_delta > 0, "learner.huber_delta", c.learner.huber_delta, "a number > 0")
+    _check(c.learner.max_grad_norm >= 0, "learner.max_grad_norm", c.learner.max_grad_norm, "a number >= 0")
+    _check(c.learner.optimizer in ("adam", "rmsprop"), "learner.optimizer", c.learner.optimizer, "adam, rmsprop")
+    _check(c.network.kind in ("auto", "mlp", "nature_cnn"), "network.kind", c.network.kind,
+           "auto, mlp, nature_cnn")
+    _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
+           list(c.network.hidden_sizes), "one or more integers >= 1")
+    if c.replay.batch_size > c.replay.capacity:
+        raise UserError(f"config key replay.batch_size = {c.replay.batch_size} is larger than "
+                        f"replay.capacity = {c.replay.capacity}; allowed: batch_size <= capacity")
+
+
+def to_dict(config: DQNConfig) -> dict:
+    """Nested plain data (tuples as lists) for config.yaml and the TensorBoard hyperparameter table."""
+    data = dataclasses.asdict(config)
+    for section in data.values():
+        for k, v in section.items():
+            if isinstance(v, tuple):
+                section[k] = list(v)
+    return data
+
+
+def save(config: DQNConfig, path: pathlib.Path) -> None:
+    """Write the resolved config so that `--config path` reproduces the run."""
+    tmp = pathlib.Path(f"{path}.tmp")
+    tmp.write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
+    tmp.replace(path)

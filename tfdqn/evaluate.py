@@ -1,0 +1,70 @@
+"""Command line: `python -m tfdqn.evaluate RUN_DIR [--episodes N] [--epsilon E] [--video FILE.mp4]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+from tfdqn import config as config_lib
+from tfdqn.cli import OneLineErrorParser, run_cli
+from tfdqn.errors import UserError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(prog="python -m tfdqn.evaluate",
+                                description="Evaluate the newest complete checkpoint of a run.")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by tfdqn.train")
+    parser.add_argument("--episodes", type=int, default=10, metavar="N", help="whole games to play (default 10)")
+    parser.add_argument("--epsilon", type=float, metavar="E",
+                        help="random-action probability (default: the run's exploration.eval_epsilon)")
+    parser.add_argument("--seed", type=int, default=12345, metavar="S", help="seed of the evaluation env and actor")
+    parser.add_argument("--video", metavar="FILE.mp4", help="record the first episode to this MP4 file")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def _main(args: argparse.Namespace) -> int:
+    run_dir = pathlib.Path(args.run_dir)
+    if not (run_dir / "config.yaml").is_file():
+        raise UserError(f"RUN_DIR {str(run_dir)!r} holds no config.yaml; allowed: a run folder written by tfdqn.train")
+    if args.episodes < 1:
+        raise UserError(f"--episodes {args.episodes} is out of range; allowed: an integer >= 1")
+    if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
+        raise UserError(f"--epsilon {args.epsilon} is out of range; allowed: a probability in [0, 1]")
+    if args.video and not args.video.endswith(".mp4"):
+        raise UserError(f"--video {args.video!r} is not an .mp4 path; allowed: FILE.mp4")
+    config = config_lib.build_config([run_dir / "config.yaml"], {"run.seed": args.seed})
+    epsilon = config.exploration.eval_epsilon if args.epsilon is None else args.epsilon
+
+    from tfdqn.agent import make_agent
+    from tfdqn.checkpoint import Checkpointer
+    from tfdqn.envs import describe_protocol, make_env
+    from tfdqn.evaluation import run_episodes
+    from tfdqn.video import VideoRecorder
+
+    env, spec = make_env(config.env, seed=args.seed, evaluation=True, render=bool(args.video))
+    agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
+    env_steps = Checkpointer(run_dir / "checkpoints", agent).restore_latest()
+    recorder = VideoRecorder(pathlib.Path(args.video)) if args.video else None
+    returns = run_episodes(env, spec, agent.actor, args.episodes, epsilon,
+                           on_step=recorder.capture if recorder else None)
+    if recorder:
+        recorder.close()
+    import numpy as np
+
+    print(describe_protocol(config.env, spec, epsilon))
+    print(json.dumps({"run_dir": str(run_dir), "checkpoint_env_steps": env_steps, "episodes": len(returns),
+                      "epsilon": epsilon, "return_mean": float(np.mean(returns)),
+                      "return_std": float(np.std(returns)), "returns": returns,
+                      **({"video": args.video, "video_frames": recorder.frames} if recorder else {})}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(build_parser(), _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""The DQN update compiled into one graph: TD target, Huber loss, optimizer step, target sync."""
+
+import keras
+import tensorflow as tf
+
+from tfdqn.config import LearnerConfig
+
+
+def td_target(r_t, discount_t, q_target_t, gamma: float, q_online_t=None) -> tf.Tensor:
+    """r + gamma * discount * Q_target(s', a'), with a' = argmax of Q_target (DQN) or, when the
+    online values are given, of Q_online (double DQN). `discount` is 0 only on termination."""
+    if q_online_t is None:
+        next_value = tf.reduce_max(q_target_t, axis=-1)
+    else:
+        best = tf.argmax(q_online_t, axis=-1, output_type=tf.int32)
+        next_value = tf.gather(q_target_t, best, axis=-1, batch_dims=1)
+    return tf.stop_gradient(r_t + gamma * discount_t * next_value)
+
+
+def make_optimizer(config: LearnerConfig) -> keras.optimizers.Optimizer:
+    clip = {"global_clipnorm": config.max_grad_norm} if config.max_grad_norm > 0 else {}
+    if config.optimizer == "rmsprop":
+        return keras.optimizers.RMSprop(config.learning_rate, rho=0.95, epsilon=config.adam_epsilon, **clip)
+    return keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_epsilon, **clip)
+
+
+class Learner:
+    """Owns the online/target pair, the optimizer and the update counter.
+
+    `update(observation, action, reward, discount, next_observation)` runs one gradient step and,
+    when the counter reaches a multiple of `target_update_period`, copies online into target, all in
+    the graph. It returns tensors; Python reads them only when it logs."""
+
+    def __init__(self, online: keras.Model, target: keras.Model, config: LearnerConfig,
+                 observation_shape: tuple, observation_dtype):
+        self.online = online
+        self.target = target
+        self._config = config
+        self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
+        self.optimizer = make_optimizer(config)
+        self.optimizer.build(online.trainable_variables)
+        self._sync_target()
+        observation = tf.TensorSpec([None, *observation_shape], tf.as_dtype(observation_dtype))
+        vector = lambda dtype: tf.TensorSpec([None], dtype)  # noqa: E731
+        self.update = tf.function(self._update, input_signature=[
+            observation, vector(tf.int32), vector(tf.float32), vector(tf.float32), observation])
+
+    def _sync_target(self) -> None:
+        """Copy online into target (eagerly at construction, as a graph branch inside `update`)."""
+        for target_var, online_var in zip(self.target.variables, self.online.variables):
+            target_var.assign(online_var)
+
+    def _update(self, observation, action, reward, discount, next_observation):
+        c = self._config
+        r_t = tf.sign(reward) if c.clip_rewards else reward
+        q_target_t = self.target(next_observation, training=False)
+        q_online_t = self.online(next_observation, training=False) if c.double_dqn else None
+        y = td_target(r_t, discount, q_target_t, c.gamma, q_online_t)
+        with tf.GradientTape() as tape:
+            q_tm1 = self.online(observation, training=True)
+            q_a = tf.gather(q_tm1, action, axis=-1, batch_dims=1)
+            loss = tf.reduce_mean(keras.losses.huber(y[:, None], q_a[:, None], delta=c.huber_delta))
+        variables = self.online.trainable_variables
+        self.optimizer.apply(tape.gradient(loss, variables), variables)
+        self.updates.assign_add(1)
+        if self.updates % c.target_update_period == 0:
+            self._sync_target()
+        return {"td_loss": loss, "q_values": tf.reduce_mean(tf.reduce_max(q_tm1, axis=-1))}

@@ -1,0 +1,35 @@
+"""TensorBoard output with grouped tags (charts/, losses/, perf/, system/)."""
+
+import pathlib
+
+import tensorflow as tf
+
+
+def _markdown_table(config: dict) -> str:
+    rows = [f"|{section}.{key}|{value}|" for section, fields in config.items() for key, value in fields.items()]
+    return "\n".join(["|parameter|value|", "|-|-|", *rows])
+
+
+class Logger:
+    """One event-file writer per run folder; summaries are written only when the loop asks."""
+
+    def __init__(self, run_dir: pathlib.Path):
+        self._writer = tf.summary.create_file_writer(str(run_dir))
+
+    def hyperparameters(self, config: dict) -> None:
+        """The resolved config as a text table, the first thing a reader of the run sees."""
+        with self._writer.as_default():
+            tf.summary.text("hyperparameters", _markdown_table(config), step=0)
+
+    def scalars(self, step: int, values: dict) -> None:
+        """`values` maps full tags (`charts/episode_return`) to numbers; None means "not measured"."""
+        with self._writer.as_default():
+            for tag, value in values.items():
+                if value is not None:
+                    tf.summary.scalar(tag, float(value), step=step)
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    def close(self) -> None:
+        self._writer.close()

@@ -1,0 +1,178 @@
+"""The training loop: wires env, actor, replay and learner, times each phase, logs per interval."""
+
+from __future__ import annotations
+
+import collections
+import json
+import pathlib
+import time
+
+import numpy as np
+import tqdm
+
+from tfdqn import config as config_lib
+from tfdqn.agent import make_agent
+from tfdqn.checkpoint import Checkpointer
+from tfdqn.config import DQNConfig
+from tfdqn.envs import make_env
+from tfdqn.evaluation import run_episodes
+from tfdqn.logger import Logger
+from tfdqn.replay import ReplayRing
+from tfdqn.schedules import updates_due
+from tfdqn.stacking import FrameStack
+from tfdqn.telemetry import PhaseTimer
+
+EVAL_SEED_OFFSET = 100_000  # evaluation envs draw from their own seed stream
+
+
+def write_json(path: pathlib.Path, data: dict) -> None:
+    """Write to a temporary name, then rename: readers never see half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    tmp.replace(path)
+
+
+class _EpisodeLog:
+    """Whole-game raw returns: one `episodes.csv` row each, means since the last summary, and a
+    recent window for the progress bar."""
+
+    def __init__(self, path: pathlib.Path):
+        self._file = path.open("a", buffering=1)
+        if path.stat().st_size == 0:
+            self._file.write("env_steps,return,length\n")
+        self.returns, self.lengths = [], []
+        self.recent = collections.deque(maxlen=20)
+        self.count = 0
+
+    def record(self, env_steps: int, info: dict) -> None:
+        if "episode" in info:
+            episode_return = float(np.asarray(info["episode"]["r"]).item())
+            length = int(np.asarray(info["episode"]["l"]).item())
+            self._file.write(f"{env_steps},{episode_return:g},{length}\n")
+            self.returns.append(episode_return)
+            self.lengths.append(length)
+            self.recent.append(episode_return)
+            self.count += 1
+
+    def close(self) -> None:
+        self._file.close()
+
+    def drain(self) -> dict:
+        values = {"charts/episode_return": np.mean(self.returns) if self.returns else None,
+                  "charts/episode_length": np.mean(self.lengths) if self.lengths else None}
+        self.returns, self.lengths = [], []
+        return values
+
+
+def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False) -> dict:
+    """Train for `config.run.total_steps` env steps; returns the summary also written to summary.json."""
+    run = config.run
+    run_dir = pathlib.Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    config_lib.save(config, run_dir / "config.yaml")
+
+    env, spec = make_env(config.env, seed=run.seed)
+    replay = ReplayRing(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size, seed=run.seed)
+    if not quiet:
+        print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
+              f"({replay.nbytes / config.replay.capacity:.0f} bytes per transition)")
+    agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
+    checkpointer = Checkpointer(run_dir / "checkpoints", agent)
+    logger = Logger(run_dir)
+    logger.hyperparameters(config_lib.to_dict(config))
+    eval_env = None
+
+    stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
+    frame, _ = env.reset(seed=run.seed)
+    stack.reset(0, frame)
+    episodes = _EpisodeLog(run_dir / "episodes.csv")
+    timer = PhaseTimer()
+    metrics, updates_done, window_updates = {}, 0, 0
+    bar = tqdm.tqdm(total=run.total_steps, disable=quiet, unit="step", dynamic_ncols=True)
+    started = time.perf_counter()
+
+    for env_steps in range(1, run.total_steps + 1):
+        t = time.perf_counter()
+        action = agent.actor.act(stack.observation).numpy()
+        t = timer.add("act", t)
+        next_frame, reward, terminated, truncated, info = env.step(int(action[0]))
+        t = timer.add("env_step", t)
+        replay.add(frame[None], action, np.float32([reward]), np.bool_([terminated]), np.bool_([truncated]),
+                   next_frame[None])
+        if terminated or truncated:
+            next_frame, _ = env.reset()
+            stack.reset(0, next_frame)
+        else:
+            stack.push(next_frame[None])
+        frame = next_frame
+        episodes.record(env_steps, info)
+        t = timer.add("replay_add", t)
+
+        for _ in range(updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done):
+            batch = replay.sample(config.replay.batch_size)
+            t = timer.add("replay_sample", t)
+            metrics = agent.learner.update(*batch)
+            t = timer.add("update", t)
+            updates_done += 1
+            window_updates += 1
+
+        if env_steps % run.log_every == 0 or env_steps == run.total_steps:
+            shares = timer.shares()
+            values = {
+                **episodes.drain(),
+                "charts/epsilon": agent.actor.epsilon().numpy(),
+                "losses/td_loss": metrics["td_loss"].numpy() if metrics else None,
+                "losses/q_values": metrics["q_values"].numpy() if metrics else None,
+                "perf/env_steps_per_sec": run.log_every / shares["wall_seconds"],
+                "perf/updates_per_sec": window_updates / shares["wall_seconds"],
+                "perf/learner_busy_share": shares["share_update"],
+                **{f"perf/{k}": v for k, v in shares.items() if k.startswith("share_")},
+            }
+            logger.scalars(env_steps, values)
+            recent = np.mean(episodes.recent) if episodes.recent else float("nan")
+            bar.set_postfix(steps_per_s=f"{values['perf/env_steps_per_sec']:.0f}", ret=f"{recent:.1f}",
+                            eps=f"{values['charts/epsilon']:.3f}", refresh=False)
+            bar.update(env_steps - bar.n)
+            window_updates = 0
+            t = timer.add("log", t)
+            timer.reset()
+            t = time.perf_counter()
+
+        if run.eval_every and env_steps % run.eval_every == 0:
+            eval_env = eval_env or make_env(config.env, seed=run.seed + EVAL_SEED_OFFSET, evaluation=True)[0]
+            returns = run_episodes(eval_env, spec, agent.actor, run.eval_episodes, config.exploration.eval_epsilon)
+            logger.scalars(env_steps, {"charts/eval_return": np.mean(returns)})
+            t = timer.add("eval", t)
+
+        if run.checkpoint_every and env_steps % run.checkpoint_every == 0:
+            checkpointer.save(env_steps)
+            timer.add("checkpoint", t)
+
+    wall = time.perf_counter() - started
+    bar.close()
+    if not run.checkpoint_every or run.total_steps % run.checkpoint_every:
+        checkpointer.save(run.total_steps)
+    final_env, _ = make_env(config.env, seed=run.seed + 2 * EVAL_SEED_OFFSET, evaluation=True)
+    returns = run_episodes(final_env, spec, agent.actor, run.final_eval_episodes, config.exploration.eval_epsilon)
+    logger.scalars(run.total_steps, {"charts/final_eval_return": np.mean(returns)})
+    logger.close()
+    episodes.close()
+    summary = {
+        "env_id": spec.env_id,
+        "seed": run.seed,
+        "env_steps": run.total_steps,
+        "updates": updates_done,
+        "episodes": episodes.count,
+        "wall_seconds": round(wall, 3),
+        "env_steps_per_sec": round(run.total_steps / wall, 2),
+        "updates_per_sec": round(updates_done / wall, 2),
+        "replay_capacity": config.replay.capacity,
+        "replay_bytes": int(replay.nbytes),
+        "final_eval_epsilon": config.exploration.eval_epsilon,
+        "final_eval_episodes": len(returns),
+        "final_eval_return_mean": float(np.mean(returns)),
+        "final_eval_return_std": float(np.std(returns)),
+        "final_eval_returns": returns,
+    }
+    write_json(run_dir / "summary.json", summary)
+    return summary

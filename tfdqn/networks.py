@@ -1,0 +1,40 @@
+"""Q-networks. Image inputs stay uint8 until inside the model, so the replay can store bytes."""
+
+import keras
+
+
+def mlp(observation_shape: tuple, num_actions: int, hidden_sizes: tuple) -> keras.Model:
+    """Fully connected Q-network for vector observations (CartPole, Acrobot, ...)."""
+    inputs = keras.Input(observation_shape, dtype="float32", name="observation")
+    x = keras.layers.Flatten()(inputs) if len(observation_shape) > 1 else inputs
+    for units in hidden_sizes:
+        x = keras.layers.Dense(units, activation="relu")(x)
+    outputs = keras.layers.Dense(num_actions, name="q_values")(x)
+    return keras.Model(inputs, outputs, name="mlp")
+
+
+def nature_cnn(observation_shape: tuple, num_actions: int) -> keras.Model:
+    """The Nature DQN (Mnih et al. 2015): conv 32x8x8/4, 64x4x4/2, 64x3x3/1, dense 512.
+
+    Input is a uint8 stack [stack, height, width]; it is moved to channels-last (the layout CPU
+    convolutions support) and scaled to [0, 1] inside the graph."""
+    inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
+    x = keras.layers.Permute((2, 3, 1))(inputs) if len(observation_shape) == 3 else inputs[..., None]
+    x = keras.layers.Rescaling(1.0 / 255.0)(keras.ops.cast(x, "float32"))
+    x = keras.layers.Conv2D(32, 8, strides=4, activation="relu")(x)
+    x = keras.layers.Conv2D(64, 4, strides=2, activation="relu")(x)
+    x = keras.layers.Conv2D(64, 3, strides=1, activation="relu")(x)
+    x = keras.layers.Flatten()(x)
+    x = keras.layers.Dense(512, activation="relu")(x)
+    outputs = keras.layers.Dense(num_actions, name="q_values")(x)
+    return keras.Model(inputs, outputs, name="nature_cnn")
+
+
+def make_network(kind: str, observation_shape: tuple, observation_dtype, num_actions: int,
+                 hidden_sizes: tuple) -> keras.Model:
+    """`auto` picks the Nature CNN for uint8 image observations and the MLP otherwise."""
+    if kind == "auto":
+        kind = "nature_cnn" if str(observation_dtype) == "uint8" else "mlp"
+    if kind == "nature_cnn":
+        return nature_cnn(observation_shape, num_actions)
+    return mlp(observation_shape, num_actions, hidden_sizes)

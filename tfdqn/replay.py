@@ -1,0 +1,207 @@
+"""Circular replay that stores each frame once and rebuilds stacked observations at sample time.
+
+A stack of k Atari frames shares k-1 frames with its neighbours, so storing frames rather than
+observations cuts replay memory about k-fold (1M transitions of 84x84 uint8 fit in about 7.1 GB).
+Each env (stream) writes its own ring; an episode's final frame gets a slot of its own so a
+truncated transition can bootstrap from it. Every rule for which slots may not be sampled lives in
+`is_sampleable`, the one predicate that sampling, `len()` and the tests share.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Batch(NamedTuple):
+    """Transitions for the learner; `discount` is 0 only on termination, so truncation bootstraps."""
+
+    observation: np.ndarray       # [B, *observation_shape], frame dtype
+    action: np.ndarray            # [B] int32
+    reward: np.ndarray            # [B] float32, raw: the learner clips
+    discount: np.ndarray          # [B] float32: 0.0 where the episode terminated, else 1.0
+    next_observation: np.ndarray  # [B, *observation_shape], frame dtype
+
+
+def _slots_per_stream(capacity: int, stack_size: int, num_streams: int) -> int:
+    """Slots each stream gets; a stream must hold a full stack, its next frame and a pending newest slot."""
+    if stack_size < 1:
+        raise ValueError(f"stack_size = {stack_size}; allowed: >= 1")
+    if num_streams < 1:
+        raise ValueError(f"num_streams = {num_streams}; allowed: >= 1")
+    slots = capacity // num_streams
+    if slots < stack_size + 2:
+        raise ValueError(f"capacity = {capacity} gives {slots} slots to each of {num_streams} streams; "
+                         f"allowed: at least stack_size + 2 = {stack_size + 2} slots per stream")
+    return slots
+
+
+def _layout(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int, num_streams: int) -> dict:
+    """Name -> (shape, dtype) of every array the ring allocates: one source for allocation and size."""
+    per_slot = (num_streams, _slots_per_stream(capacity, stack_size, num_streams))
+    per_stream = (num_streams,)
+    return {
+        "frames": (per_slot + tuple(frame_shape), np.dtype(frame_dtype)),
+        "action": (per_slot, np.dtype(np.int32)),
+        "reward": (per_slot, np.dtype(np.float32)),
+        "terminated": (per_slot, np.dtype(np.bool_)),       # truncation needs no flag: a final-only slot follows
+        "step_in_episode": (per_slot, np.dtype(np.int32)),  # frame index within its episode: where zero padding starts
+        "final_only": (per_slot, np.dtype(np.bool_)),       # holds only an episode's final frame, not a transition
+        "cursor": (per_stream, np.dtype(np.int64)),         # next slot to write
+        "filled": (per_stream, np.dtype(np.int64)),         # slots written so far, at most slots per stream
+        "final_count": (per_stream, np.dtype(np.int64)),    # final-only slots among the written ones
+        "episode_step": (per_stream, np.dtype(np.int64)),   # step_in_episode of the next frame written
+    }
+
+
+class ReplayRing:
+    """Preallocated per-stream rings of frames with uniform sampling of rebuilt transitions.
+
+    Arrays are created with np.zeros, so the OS commits pages only as the ring fills.
+    """
+
+    def __init__(self, capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
+                 num_streams: int = 1, seed: int = 0):
+        layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams)
+        for name, (shape, dtype) in layout.items():  # self._frames, self._action, ... as listed in _layout
+            setattr(self, "_" + name, np.zeros(shape, dtype))
+        self._num_streams = num_streams
+        self._slots = layout["frames"][0][1]
+        self._stack_size = stack_size
+        self._frame_shape = tuple(frame_shape)
+        self._rng = np.random.Generator(np.random.PCG64(seed))
+        self.capacity = self._slots * num_streams  # slots actually allocated, final-frame slots included
+        self.observation_shape = self._frame_shape if stack_size == 1 else (stack_size, *self._frame_shape)
+        self.nbytes = sum(getattr(self, "_" + name).nbytes for name in layout)
+
+    @staticmethod
+    def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
+                     num_streams: int = 1, seed: int = 0) -> int:
+        """`nbytes` of a ring built with these arguments, computed without allocating it."""
+        del seed  # accepted so callers can pass the constructor's arguments unchanged
+        layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams)
+        return sum(math.prod(shape) * dtype.itemsize for shape, dtype in layout.values())
+
+    def add(self, frame, action, reward, terminated, truncated, next_frame) -> None:
+        """Record one env step of every stream; each argument has a leading [num_streams] axis.
+
+        `frame` is the newest frame of the observation the action was chosen from. `next_frame` is
+        stored only where the episode ended: there it is the final frame, and that stream's next
+        add() starts a new episode. Elsewhere it must equal the next add()'s `frame`.
+        """
+        frame = self._per_stream("frame", frame, self._frame_shape)
+        terminated = self._per_stream("terminated", terminated, ()).astype(bool)
+        truncated = self._per_stream("truncated", truncated, ()).astype(bool)
+        self._write(np.arange(self._num_streams), frame, self._per_stream("action", action, ()),
+                    self._per_stream("reward", reward, ()), terminated, final_only=False)
+        ended = np.flatnonzero(terminated | truncated)
+        if ended.size:
+            next_frame = self._per_stream("next_frame", next_frame, self._frame_shape)
+            self._write(ended, next_frame[ended], 0, 0.0, False, final_only=True)
+            self._episode_step[ended] = 0
+
+    def _per_stream(self, name: str, value, shape: tuple) -> np.ndarray:
+        """`value` as an array of shape [num_streams, *shape], or a ValueError naming the argument."""
+        value = np.asarray(value)
+        expected = (self._num_streams, *shape)
+        if value.shape != expected:
+            raise ValueError(f"add(): {name} has shape {value.shape}; allowed: {expected} "
+                             f"(leading axis: one entry per stream)")
+        return value
+
+    def _write(self, streams, frame, action, reward, terminated, final_only: bool) -> None:
+        """Write one slot for each of `streams` (distinct) at its cursor and advance the cursor."""
+        slot = self._cursor[streams]
+        self._final_count[streams] -= self._final_only[streams, slot]  # an overwritten final-only slot leaves
+        self._frames[streams, slot] = frame
+        self._action[streams, slot] = action
+        self._reward[streams, slot] = reward
+        self._terminated[streams, slot] = terminated
+        self._step_in_episode[streams, slot] = self._episode_step[streams]
+        self._final_only[streams, slot] = final_only
+        self._final_count[streams] += final_only
+        self._cursor[streams] = (slot + 1) % self._slots
+        self._filled[streams] = np.minimum(self._filled[streams] + 1, self._slots)
+        self._episode_step[streams] += 1
+
+    def is_sampleable(self, indices: np.ndarray) -> np.ndarray:
+        """The one predicate: which flat indices (stream * slots_per_stream + slot) hold usable transitions.
+
+        `age` counts writes since the slot was written (0: newest). A slot is refused when it was never
+        written or was overwritten (age >= filled), when it is the newest (its next frame is not written
+        yet), when it holds only a final frame, or when a history frame its stack needs (up to
+        stack_size - 1 back, never before the episode's first frame) has been overwritten by the wrap.
+        """
+        stream, slot = np.divmod(np.asarray(indices), self._slots)
+        age = (self._cursor[stream] - 1 - slot) % self._slots
+        history = np.minimum(self._step_in_episode[stream, slot], self._stack_size - 1)
+        return (age >= 1) & (age + history < self._filled[stream]) & ~self._final_only[stream, slot]
+
+    def __len__(self) -> int:
+        """Number of transitions that may be sampled now (stored transitions the predicate accepts).
+
+        Only a stream's newest slot and its stack_size - 1 oldest slots can be refused while written
+        and not final-only, so the predicate runs on those alone: O(num_streams * stack_size).
+        """
+        k = self._stack_size
+        filled = self._filled[:, None]
+        ages = np.concatenate([np.zeros_like(filled), filled - (k - 1) + np.arange(k - 1)], axis=1)
+        present = (ages < filled) & ((ages >= 1) | (np.arange(k) == 0))  # written, each slot counted once
+        stream = np.broadcast_to(np.arange(self._num_streams)[:, None], ages.shape)[present]
+        slot = (self._cursor[stream] - 1 - ages[present]) % self._slots
+        refused = ~self._final_only[stream, slot] & ~self.is_sampleable(stream * self._slots + slot)
+        return int(self._filled.sum() - self._final_count.sum() - refused.sum())
+
+    def can_sample(self, batch_size: int) -> bool:
+        """Whether at least `batch_size` distinct transitions are sampleable (sampling is with replacement)."""
+        return len(self) >= batch_size
+
+    def sample(self, batch_size: int) -> Batch:
+        """A batch drawn uniformly, with replacement, from the sampleable transitions of all streams."""
+        return self.gather(self.sample_indices(batch_size))
+
+    def sample_indices(self, batch_size: int) -> np.ndarray:
+        """[batch_size] flat indices drawn uniformly over written slots, redrawing those the predicate refuses."""
+        if not self.can_sample(batch_size):
+            raise ValueError(f"sample({batch_size}): only {len(self)} transitions are sampleable; "
+                             f"check can_sample() first")
+        ends = np.cumsum(self._filled)
+        indices = np.empty(batch_size, np.int64)
+        todo = np.arange(batch_size)
+        while todo.size:
+            draw = self._rng.integers(ends[-1], size=todo.size)
+            stream = np.searchsorted(ends, draw, side="right")
+            age = draw - (ends[stream] - self._filled[stream])
+            candidate = stream * self._slots + (self._cursor[stream] - 1 - age) % self._slots
+            accepted = self.is_sampleable(candidate)
+            indices[todo[accepted]] = candidate[accepted]
+            todo = todo[~accepted]
+        return indices
+
+    def gather(self, indices: np.ndarray) -> Batch:
+        """Rebuild the transitions at sampleable flat `indices`; frames before an episode's start are zero.
+
+        One window of stack_size + 1 frames per transition serves both stacks: the next observation
+        ends one slot later in the same episode, so its zero padding falls on the same frames.
+        `observation` and `next_observation` are read-only overlapping views of that one window: a
+        single fresh allocation per batch keeps sampling clear of page faults from repeated large mallocs.
+        """
+        stream, slot = np.divmod(np.asarray(indices), self._slots)
+        k = self._stack_size
+        back = np.arange(k - 1, -2, -1)  # frames back from `slot`: k-1 .. 0, then -1 (the next frame)
+        window = self._frames[stream[:, None], (slot[:, None] - back) % self._slots]
+        window[back > self._step_in_episode[stream, slot][:, None]] = 0
+        window.flags.writeable = False
+        if k == 1:
+            observation, next_observation = window[:, 0], window[:, 1]
+        else:
+            observation, next_observation = window[:, :k], window[:, 1:]
+        return Batch(
+            observation=observation,
+            action=self._action[stream, slot],
+            reward=self._reward[stream, slot],
+            discount=(~self._terminated[stream, slot]).astype(np.float32),
+            next_observation=next_observation,
+        )

@@ -1,0 +1,115 @@
+"""Command line: `python -m tfdqn.train --env CartPole` (see --help for every config key)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import pathlib
+import sys
+
+from tfdqn import config as config_lib
+from tfdqn.cli import OneLineErrorParser, run_cli
+from tfdqn.errors import UserError
+
+FLAG_KEYS = {  # dedicated flags and the config key each one sets
+    "env": "env.id",
+    "total_steps": "run.total_steps",
+    "training_interval": "run.training_interval",
+    "learning_starts": "run.learning_starts",
+    "seed": "run.seed",
+    "checkpoint_every": "run.checkpoint_every",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    docs = config_lib.field_docs()
+    defaults = config_lib.DQNConfig()
+    keys = "\n".join(f"  {key:<36} {doc} (default {_default(defaults, key)})" for key, doc in docs.items())
+    parser = OneLineErrorParser(
+        prog="python -m tfdqn.train", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Train DQN with a compiled actor and learner. Configs: configs/cartpole.yaml for "
+                    "vector-observation envs, configs/atari.yaml for ALE games; flags and --set override them.",
+        epilog=f"config keys for --set key=value (defaults before any config file):\n{keys}")
+    parser.add_argument("--env", help=docs["env.id"])
+    parser.add_argument("--config", action="append", default=[], metavar="FILE",
+                        help="YAML config file; repeatable, later files win (default: chosen from --env)")
+    parser.add_argument("--total-steps", type=int, metavar="N", help=docs["run.total_steps"])
+    parser.add_argument("--training-interval", type=int, metavar="K", help=docs["run.training_interval"])
+    parser.add_argument("--learning-starts", type=int, metavar="N", help=docs["run.learning_starts"])
+    parser.add_argument("--seed", type=int, metavar="S", help=docs["run.seed"])
+    parser.add_argument("--checkpoint-every", type=int, metavar="N", help=docs["run.checkpoint_every"])
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override any config key (repeatable), e.g. --set learner.learning_rate=1e-4")
+    parser.add_argument("--logdir", default="runs", metavar="DIR", help="folder that holds run folders")
+    parser.add_argument("--run-name", metavar="NAME", help="run folder name (default: <env>-s<seed>-<time>)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def _default(config, key: str):
+    section, name = key.split(".")
+    return getattr(getattr(config, section), name)
+
+
+def default_config_file(env_name: str) -> pathlib.Path:
+    """Atari games get configs/atari.yaml; every other env the classic-control file."""
+    from tfdqn.envs import is_atari_id, resolve_env_id
+
+    name = "atari.yaml" if is_atari_id(resolve_env_id(env_name)) else "cartpole.yaml"
+    return config_lib.CONFIG_DIR / name
+
+
+def resolve_config(args: argparse.Namespace) -> config_lib.DQNConfig:
+    overrides = config_lib.parse_set(args.set)
+    for flag, key in FLAG_KEYS.items():
+        if getattr(args, flag) is not None:
+            overrides[key] = getattr(args, flag)
+    files = [pathlib.Path(f) for f in args.config]
+    if not files:
+        env_name = overrides.get("env.id") or config_lib.DQNConfig().env.id
+        files = [default_config_file(str(env_name))]
+    config = config_lib.build_config(files, overrides)
+    from tfdqn.envs import resolve_env_id
+
+    resolve_env_id(config.env.id)
+    return config
+
+
+def prepare_run_dir(logdir: str, run_name: str | None, config: config_lib.DQNConfig) -> pathlib.Path:
+    """A new, writable run folder; an existing non-empty one is refused so no checkpoint is overwritten."""
+    if run_name is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        run_name = f"{config.env.id.replace('/', '_')}-s{config.run.seed}-{stamp}"
+    if not run_name or "/" in run_name or run_name in (".", ".."):
+        raise UserError(f"--run-name {run_name!r} is not a folder name; allowed: a name without '/'")
+    run_dir = pathlib.Path(logdir) / run_name
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise UserError(f"run folder {run_dir} already exists and is not empty; allowed: a new --run-name")
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        probe = run_dir / ".write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as error:
+        raise UserError(f"--logdir {logdir!r} is not writable ({error.strerror}); allowed: a writable folder") from None
+    return run_dir
+
+
+def _main(args: argparse.Namespace) -> int:
+    config = resolve_config(args)
+    run_dir = prepare_run_dir(args.logdir, args.run_name, config)
+    from tfdqn.loop import train
+
+    summary = train(config, run_dir, quiet=args.quiet)
+    print(json.dumps({"run_dir": str(run_dir), **{k: v for k, v in summary.items() if k != "final_eval_returns"}}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(build_parser(), _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
