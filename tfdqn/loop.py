@@ -73,9 +73,8 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False) -> dict
 
     env, spec = make_env(config.env, seed=run.seed)
     replay = ReplayRing(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size, seed=run.seed)
-    if not quiet:
-        print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
-              f"({replay.nbytes / config.replay.capacity:.0f} bytes per transition)")
+    print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
+          f"({replay.nbytes:,} bytes, {replay.nbytes / config.replay.capacity:.0f} per transition)", flush=True)
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
     checkpointer = Checkpointer(run_dir / "checkpoints", agent)
     logger = Logger(run_dir)

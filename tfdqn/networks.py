@@ -19,8 +19,8 @@ def nature_cnn(observation_shape: tuple, num_actions: int) -> keras.Model:
     Input is a uint8 stack [stack, height, width]; it is moved to channels-last (the layout CPU
     convolutions support) and scaled to [0, 1] inside the graph."""
     inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
-    x = keras.layers.Permute((2, 3, 1))(inputs) if len(observation_shape) == 3 else inputs[..., None]
-    x = keras.layers.Rescaling(1.0 / 255.0)(keras.ops.cast(x, "float32"))
+    x = keras.layers.Rescaling(1.0 / 255.0)(keras.ops.cast(inputs, "float32"))
+    x = keras.layers.Permute((2, 3, 1))(x) if len(observation_shape) == 3 else x[..., None]
     x = keras.layers.Conv2D(32, 8, strides=4, activation="relu")(x)
     x = keras.layers.Conv2D(64, 4, strides=2, activation="relu")(x)
     x = keras.layers.Conv2D(64, 3, strides=1, activation="relu")(x)
