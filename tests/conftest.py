@@ -21,3 +21,28 @@ def run_module(module: str, *args: str, timeout: float = 300, **kwargs) -> subpr
 @pytest.fixture
 def run_cmd():
     return run_module
+
+
+def tensorboard_events(run_dir) -> "EventAccumulator":
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    return events
+
+
+def tensorboard_tags(run_dir) -> set:
+    tags = tensorboard_events(run_dir).Tags()
+    return set(tags["tensors"]) | set(tags["scalars"])
+
+
+TINY = ["--env", "CartPole", "--total-steps", "1500", "--learning-starts", "500", "--checkpoint-every", "1000",
+        "--set", "run.log_every=500", "--set", "run.final_eval_episodes=2", "--quiet"]
+
+
+@pytest.fixture(scope="session")
+def cartpole_run(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp("runs")
+    result = run_module("tfdqn.train", *TINY, "--seed", "3", "--logdir", str(logdir), "--run-name", "a")
+    assert result.returncode == 0, result.stderr
+    return logdir / "a", result

@@ -4,26 +4,8 @@ import json
 
 import pytest
 import yaml
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-TINY = ["--env", "CartPole", "--total-steps", "1500", "--learning-starts", "500", "--checkpoint-every", "1000",
-        "--set", "run.log_every=500", "--set", "run.final_eval_episodes=2", "--quiet"]
-
-
-def _tags(run_dir):
-    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
-    events.Reload()
-    return set(events.Tags()["tensors"]) | set(events.Tags()["scalars"])
-
-
-@pytest.fixture(scope="module")
-def cartpole_run(tmp_path_factory):
-    logdir = tmp_path_factory.mktemp("runs")
-    from tests.conftest import run_module
-
-    result = run_module("tfdqn.train", *TINY, "--seed", "3", "--logdir", str(logdir), "--run-name", "a")
-    assert result.returncode == 0, result.stderr
-    return logdir / "a", result
+from tests.conftest import TINY, tensorboard_tags
 
 
 @pytest.mark.slow
@@ -45,7 +27,7 @@ def test_run_folder_holds_config_events_checkpoints_and_summary(cartpole_run):
 
 @pytest.mark.slow
 def test_tensorboard_tags(cartpole_run):
-    tags = _tags(cartpole_run[0])
+    tags = tensorboard_tags(cartpole_run[0])
     expected = {"charts/episode_return", "charts/episode_length", "charts/epsilon", "losses/td_loss",
                 "losses/q_values", "perf/env_steps_per_sec", "perf/updates_per_sec", "hyperparameters"}
     assert expected <= tags, expected - tags

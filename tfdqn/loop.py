@@ -8,6 +8,7 @@ import pathlib
 import time
 
 import numpy as np
+import tensorflow as tf
 import tqdm
 
 from tfdqn import config as config_lib
@@ -18,6 +19,7 @@ from tfdqn.envs import make_env
 from tfdqn.evaluation import run_episodes
 from tfdqn.logger import Logger
 from tfdqn.replay import ReplayRing
+from tfdqn.sampler import SystemSampler
 from tfdqn.schedules import updates_due
 from tfdqn.stacking import FrameStack
 from tfdqn.telemetry import PhaseTimer
@@ -54,17 +56,46 @@ class _EpisodeLog:
             self.recent.append(episode_return)
             self.count += 1
 
-    def close(self) -> None:
-        self._file.close()
-
     def drain(self) -> dict:
         values = {"charts/episode_return": np.mean(self.returns) if self.returns else None,
                   "charts/episode_length": np.mean(self.lengths) if self.lengths else None}
         self.returns, self.lengths = [], []
         return values
 
+    def close(self) -> None:
+        self._file.close()
 
-def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False) -> dict:
+
+class _Profiler:
+    """Records a TensorFlow profiler trace of env steps [first, last) into the run folder."""
+
+    def __init__(self, steps: tuple[int, int] | None, logdir: pathlib.Path):
+        self._first, self._last = steps or (None, None)
+        self._logdir = str(logdir)
+        self._active = False
+
+    def at(self, env_steps: int) -> None:
+        if env_steps == self._first:
+            tf.profiler.experimental.start(self._logdir)
+            self._active = True
+        elif env_steps == self._last:
+            self.stop()
+
+    def stop(self) -> None:
+        if self._active:
+            tf.profiler.experimental.stop()
+            self._active = False
+
+
+def _perf_summary(shares: dict, env_steps: int, updates: int, system: dict) -> dict:
+    wall = shares["wall_seconds"]
+    return {"perf/env_steps_per_sec": env_steps / wall, "perf/updates_per_sec": updates / wall,
+            "perf/learner_busy_share": shares["share_update"],
+            **{f"perf/{k}": v for k, v in shares.items() if k.startswith("share_")}, **system}
+
+
+def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
+          profile_steps: tuple[int, int] | None = None) -> dict:
     """Train for `config.run.total_steps` env steps; returns the summary also written to summary.json."""
     run = config.run
     run_dir = pathlib.Path(run_dir)
@@ -79,6 +110,8 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False) -> dict
     checkpointer = Checkpointer(run_dir / "checkpoints", agent)
     logger = Logger(run_dir)
     logger.hyperparameters(config_lib.to_dict(config))
+    sampler = SystemSampler(period=0.5).start()
+    profiler = _Profiler(profile_steps, run_dir / "profile")
     eval_env = None
 
     stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
@@ -86,11 +119,14 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False) -> dict
     stack.reset(0, frame)
     episodes = _EpisodeLog(run_dir / "episodes.csv")
     timer = PhaseTimer()
-    metrics, updates_done, window_updates = {}, 0, 0
+    metrics, updates_done = {}, 0
+    window = {"env_steps": 0, "updates": 0}
+    system_means = collections.defaultdict(list)
     bar = tqdm.tqdm(total=run.total_steps, disable=quiet, unit="step", dynamic_ncols=True)
     started = time.perf_counter()
 
     for env_steps in range(1, run.total_steps + 1):
+        profiler.at(env_steps)
         t = time.perf_counter()
         action = agent.actor.act(stack.observation).numpy()
         t = timer.add("act", t)
@@ -105,37 +141,37 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False) -> dict
             stack.push(next_frame[None])
         frame = next_frame
         episodes.record(env_steps, info)
+        window["env_steps"] += 1
         t = timer.add("replay_add", t)
 
-        for _ in range(updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done):
+        due = updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done
+        while due > 0 and replay.can_sample(config.replay.batch_size):
             batch = replay.sample(config.replay.batch_size)
             t = timer.add("replay_sample", t)
             metrics = agent.learner.update(*batch)
             t = timer.add("update", t)
             updates_done += 1
-            window_updates += 1
+            window["updates"] += 1
+            due -= 1
 
         if env_steps % run.log_every == 0 or env_steps == run.total_steps:
-            shares = timer.shares()
+            system = sampler.drain()
+            for key, value in system.items():
+                system_means[key].append(value)
             values = {
                 **episodes.drain(),
                 "charts/epsilon": agent.actor.epsilon().numpy(),
                 "losses/td_loss": metrics["td_loss"].numpy() if metrics else None,
                 "losses/q_values": metrics["q_values"].numpy() if metrics else None,
-                "perf/env_steps_per_sec": run.log_every / shares["wall_seconds"],
-                "perf/updates_per_sec": window_updates / shares["wall_seconds"],
-                "perf/learner_busy_share": shares["share_update"],
-                **{f"perf/{k}": v for k, v in shares.items() if k.startswith("share_")},
+                **_perf_summary(timer.window_shares(), window["env_steps"], window["updates"], system),
             }
             logger.scalars(env_steps, values)
             recent = np.mean(episodes.recent) if episodes.recent else float("nan")
             bar.set_postfix(steps_per_s=f"{values['perf/env_steps_per_sec']:.0f}", ret=f"{recent:.1f}",
                             eps=f"{values['charts/epsilon']:.3f}", refresh=False)
             bar.update(env_steps - bar.n)
-            window_updates = 0
+            window = {"env_steps": 0, "updates": 0}
             t = timer.add("log", t)
-            timer.reset()
-            t = time.perf_counter()
 
         if run.eval_every and env_steps % run.eval_every == 0:
             eval_env = eval_env or make_env(config.env, seed=run.seed + EVAL_SEED_OFFSET, evaluation=True)[0]
@@ -148,6 +184,9 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False) -> dict
             timer.add("checkpoint", t)
 
     wall = time.perf_counter() - started
+    run_shares = timer.run_shares()
+    profiler.stop()
+    sampler.stop()
     bar.close()
     if not run.checkpoint_every or run.total_steps % run.checkpoint_every:
         checkpointer.save(run.total_steps)
@@ -161,10 +200,18 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False) -> dict
         "seed": run.seed,
         "env_steps": run.total_steps,
         "updates": updates_done,
+        "training_interval": run.training_interval,
         "episodes": episodes.count,
         "wall_seconds": round(wall, 3),
         "env_steps_per_sec": round(run.total_steps / wall, 2),
         "updates_per_sec": round(updates_done / wall, 2),
+        "learner_busy_share": round(run_shares["share_update"], 4),
+        "phase_shares": {k.removeprefix("share_"): round(v, 4) for k, v in run_shares.items()},
+        "cpu_util": round(float(np.mean(system_means["system/cpu_util"])), 4) if system_means else None,
+        "rss_bytes_max": max(system_means["system/rss_bytes"], default=None),
+        "gpu": sampler.gpu,
+        **({"gpu_util": round(float(np.mean(system_means["system/gpu_util"])), 4)}
+           if "system/gpu_util" in system_means else {}),
         "replay_capacity": config.replay.capacity,
         "replay_bytes": int(replay.nbytes),
         "final_eval_epsilon": config.exploration.eval_epsilon,

@@ -5,25 +5,39 @@ import time
 PHASES = ("env_step", "act", "replay_add", "replay_sample", "update", "log", "checkpoint", "eval")
 
 
+def _shares(seconds: dict, wall: float) -> dict:
+    wall = max(wall, 1e-9)
+    shares = {f"share_{name}": value / wall for name, value in seconds.items()}
+    shares["share_other"] = max(0.0, 1.0 - sum(shares.values()))
+    return shares
+
+
 class PhaseTimer:
-    """Accumulates seconds per phase between `reset` calls; time in no phase counts as `other`."""
+    """Seconds per phase, both since the last `window_shares` call and since construction.
+
+    Time in no phase counts as `other`, so the shares of a window always sum to one."""
 
     def __init__(self):
-        self.reset()
-
-    def reset(self) -> None:
-        self.seconds = dict.fromkeys(PHASES, 0.0)
-        self._window_start = time.perf_counter()
+        self._started = time.perf_counter()
+        self._totals = dict.fromkeys(PHASES, 0.0)
+        self._window = dict.fromkeys(PHASES, 0.0)
+        self._window_start = self._started
 
     def add(self, phase: str, started: float) -> float:
         """Charge the time since `started` to `phase`; returns now, to chain into the next phase."""
         now = time.perf_counter()
-        self.seconds[phase] += now - started
+        self._window[phase] += now - started
+        self._totals[phase] += now - started
         return now
 
-    def shares(self) -> dict:
-        """Each phase's share of the window's wall time, `other` included, plus the window length."""
-        wall = max(time.perf_counter() - self._window_start, 1e-9)
-        shares = {f"share_{name}": seconds / wall for name, seconds in self.seconds.items()}
-        shares["share_other"] = max(0.0, 1.0 - sum(shares.values()))
-        return {"wall_seconds": wall, **shares}
+    def window_shares(self) -> dict:
+        """Shares of the window that ends now, with its length in `wall_seconds`; starts a new window."""
+        now = time.perf_counter()
+        shares = {"wall_seconds": now - self._window_start, **_shares(self._window, now - self._window_start)}
+        self._window = dict.fromkeys(PHASES, 0.0)
+        self._window_start = now
+        return shares
+
+    def run_shares(self) -> dict:
+        """Shares of the whole run so far."""
+        return _shares(self._totals, time.perf_counter() - self._started)

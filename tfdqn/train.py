@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="override any config key (repeatable), e.g. --set learner.learning_rate=1e-4")
     parser.add_argument("--logdir", default="runs", metavar="DIR", help="folder that holds run folders")
     parser.add_argument("--run-name", metavar="NAME", help="run folder name (default: <env>-s<seed>-<time>)")
+    parser.add_argument("--profile-steps", metavar="A:B",
+                        help="record a TensorFlow profiler trace of env steps A to B into <run>/profile "
+                             "(view it in TensorBoard's profile tab: pip install -e \".[profile]\")")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
@@ -97,12 +100,23 @@ def prepare_run_dir(logdir: str, run_name: str | None, config: config_lib.DQNCon
     return run_dir
 
 
+def parse_profile_steps(text: str | None, total_steps: int) -> tuple[int, int] | None:
+    """`A:B` with 1 <= A < B <= total_steps + 1, or a one-line error naming the value."""
+    if text is None:
+        return None
+    first, sep, last = text.partition(":")
+    if sep and first.strip().isdigit() and last.strip().isdigit() and 1 <= int(first) < int(last) <= total_steps + 1:
+        return int(first), int(last)
+    raise UserError(f"--profile-steps {text!r} is not a step range; allowed: A:B with 1 <= A < B <= {total_steps + 1}")
+
+
 def _main(args: argparse.Namespace) -> int:
     config = resolve_config(args)
+    profile_steps = parse_profile_steps(args.profile_steps, config.run.total_steps)
     run_dir = prepare_run_dir(args.logdir, args.run_name, config)
     from tfdqn.loop import train
 
-    summary = train(config, run_dir, quiet=args.quiet)
+    summary = train(config, run_dir, quiet=args.quiet, profile_steps=profile_steps)
     print(json.dumps({"run_dir": str(run_dir), **{k: v for k, v in summary.items() if k != "final_eval_returns"}}))
     return 0
 

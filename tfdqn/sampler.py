@@ -1,0 +1,112 @@
+"""Background sampling of process CPU, resident memory and, when visible, NVIDIA GPU load.
+
+This module must not import TensorFlow: it runs on machines without it (and starting TensorFlow
+would itself change what it measures). Without a GPU the GPU figures are absent, never zero.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+
+NO_GPU = "no GPU"
+
+
+def _load_nvml():
+    """The NVML bindings (nvidia-ml-py) initialised, or None when no NVIDIA driver or package is present."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return None
+    return pynvml
+
+
+class SystemSampler:
+    """Samples every `period` seconds on a daemon thread; `drain()` returns means since the last drain.
+
+    CPU utilisation is the process's CPU time over wall time, divided by the cores it may run on,
+    so 1.0 means every allowed core was busy. `nvml` may be given (a fake in tests); by default the
+    real NVML is loaded if a driver is present, and `gpu` names what was found."""
+
+    def __init__(self, period: float = 1.0, nvml="auto"):
+        self.period = period
+        self._process = psutil.Process()
+        self._cores = len(self._process.cpu_affinity()) if hasattr(self._process, "cpu_affinity") else psutil.cpu_count()
+        self._nvml = _load_nvml() if nvml == "auto" else nvml
+        self._handles = []
+        if self._nvml is not None:
+            self._handles = [self._nvml.nvmlDeviceGetHandleByIndex(i) for i in range(self._nvml.nvmlDeviceGetCount())]
+        names = [self._nvml.nvmlDeviceGetName(h) for h in self._handles]
+        self.gpu = ", ".join(n.decode() if isinstance(n, bytes) else str(n) for n in names) or NO_GPU
+        self._lock = threading.Lock()
+        self._samples: list[dict] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tfdqn-system-sampler", daemon=True)
+        self._last_cpu = self._cpu_seconds()
+        self._last_time = time.perf_counter()
+
+    def _cpu_seconds(self) -> float:
+        times = self._process.cpu_times()
+        return times.user + times.system
+
+    def sample(self) -> dict:
+        """One reading: CPU share since the previous reading, RSS now, and GPU utilisation and memory."""
+        now, cpu = time.perf_counter(), self._cpu_seconds()
+        elapsed = max(now - self._last_time, 1e-9)
+        reading = {"system/cpu_util": (cpu - self._last_cpu) / elapsed / self._cores,
+                   "system/rss_bytes": float(self._process.memory_info().rss)}
+        self._last_cpu, self._last_time = cpu, now
+        if self._handles:
+            util = [self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self._handles]
+            memory = [self._nvml.nvmlDeviceGetMemoryInfo(h).used for h in self._handles]
+            reading["system/gpu_util"] = sum(util) / len(util) / 100.0
+            reading["system/gpu_mem_bytes"] = float(sum(memory))
+        return reading
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            reading = self.sample()
+            with self._lock:
+                self._samples.append(reading)
+
+    def start(self) -> "SystemSampler":
+        self._last_cpu, self._last_time = self._cpu_seconds(), time.perf_counter()
+        self._thread.start()
+        return self
+
+    def drain(self) -> dict:
+        """Mean of each figure over the samples since the last drain (empty if none was taken)."""
+        with self._lock:
+            samples, self._samples = self._samples, []
+        keys = samples[0].keys() if samples else ()
+        return {key: sum(s[key] for s in samples) / len(samples) for key in keys}
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def main() -> None:
+    """`python -m tfdqn.sampler [SECONDS]`: print one JSON line per second (checks a GPU host without TensorFlow)."""
+    import json
+    import sys
+
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
+    sampler = SystemSampler(period=0.25).start()
+    print(json.dumps({"gpu": sampler.gpu}), flush=True)
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        time.sleep(1.0)
+        print(json.dumps(sampler.drain()), flush=True)
+    sampler.stop()
+
+
+if __name__ == "__main__":
+    main()
