@@ -1,61 +1,140 @@
-"""Checkpoints of everything TensorFlow holds, each made valid only by a marker written last."""
+"""Complete, atomic checkpoints: TensorFlow state, the replay ring and the loop's own state.
 
+Files in `checkpoints/`, for a checkpoint at env step S:
+  ckpt-S.index, ckpt-S.data-*   nets, optimizer, step and update counters, the actor's RNG (TensorFlow)
+  replay-S.json                 the ring's counters and sampling-RNG state, and which chunk file holds
+                                each chunk of slots as of step S
+  chunk-C-S.npz                 slots of chunk C written since the previous checkpoint (only those:
+                                the cost of a save follows the new data, not the ring's size)
+  state-S.pkl                   the loop's state: env mid-episode where it pickles, frame stack, counters
+  ckpt-S.complete               the marker, written last: a checkpoint without it does not exist
+Every file is written to a temporary name, flushed to disk and renamed. Older checkpoints are deleted
+only after a newer one is complete, so a crash or a full disk mid-save leaves the previous one usable.
+"""
+
+from __future__ import annotations
+
+import io
 import json
+import os
 import pathlib
+import pickle
+import re
 import sys
+import time
+import zipfile
 
+import numpy as np
 import tensorflow as tf
 
 from tfdqn.agent import Agent
 from tfdqn.errors import UserError
+from tfdqn.replay import ReplayRing
 
-MARKER_SUFFIX = ".complete"
+MARKER = re.compile(r"ckpt-(\d+)\.complete$")
 
 
-def _tracked(agent: Agent) -> tf.train.Checkpoint:
-    return tf.train.Checkpoint(online=agent.online, target=agent.target, optimizer=agent.learner.optimizer,
-                               updates=agent.learner.updates, env_steps=agent.actor.env_steps,
-                               actor_rng=agent.actor.generator)
+def atomic_write(path: pathlib.Path, data: bytes) -> int:
+    """Write `data` under a temporary name, fsync, rename over `path`; returns the bytes written."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return len(data)
+
+
+def _npz_bytes(arrays: dict) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
 
 
 class Checkpointer:
-    """`tf.train.CheckpointManager` over nets, optimizer, counters and the actor's RNG.
+    """Saves and restores everything a run needs to continue as if it had never stopped."""
 
-    A checkpoint counts only once its `<prefix>.complete` marker exists; the marker is written after
-    TensorFlow has finished writing, so a run killed mid-save leaves the previous one in charge."""
-
-    def __init__(self, directory: pathlib.Path, agent: Agent, max_to_keep: int = 3):
+    def __init__(self, directory: pathlib.Path, agent: Agent, replay: ReplayRing | None = None, keep: int = 2):
         self.directory = pathlib.Path(directory)
-        self._checkpoint = _tracked(agent)
-        self._manager = tf.train.CheckpointManager(self._checkpoint, str(self.directory), max_to_keep=max_to_keep)
+        self._replay = replay
+        self._keep = keep
+        self._chunk_files: dict[int, str] = {}  # chunk -> file holding its newest saved contents
+        self._tf = tf.train.Checkpoint(online=agent.online, target=agent.target, optimizer=agent.learner.optimizer,
+                                       updates=agent.learner.updates, env_steps=agent.actor.env_steps,
+                                       actor_rng=agent.actor.generator)
+        self._manager = tf.train.CheckpointManager(self._tf, str(self.directory), max_to_keep=None)
 
-    def save(self, env_steps: int) -> str:
+    def complete_steps(self) -> list[int]:
+        """Env steps of the checkpoints whose marker exists, newest first."""
+        if not self.directory.is_dir():
+            return []
+        found = (MARKER.match(p.name) for p in self.directory.iterdir())
+        return sorted((int(m.group(1)) for m in found if m), reverse=True)
+
+    def save(self, env_steps: int, loop_state: dict) -> dict:
+        """Write checkpoint `env_steps`; returns {"seconds", "bytes"} of the save."""
+        started, written = time.perf_counter(), 0
         prefix = self._manager.save(checkpoint_number=env_steps)
-        marker = pathlib.Path(prefix + MARKER_SUFFIX)
-        tmp = marker.with_name(marker.name + ".tmp")
-        tmp.write_text(json.dumps({"env_steps": env_steps}))
-        tmp.replace(marker)
-        kept = set(self._manager.checkpoints)
-        for stale in self.directory.glob(f"*{MARKER_SUFFIX}"):
-            if str(stale)[: -len(MARKER_SUFFIX)] not in kept:
-                stale.unlink()
-        return prefix
+        written += sum(p.stat().st_size for p in self.directory.glob(f"{pathlib.Path(prefix).name}.*"))
+        if self._replay is not None:
+            for chunk in self._replay.take_dirty_chunks():
+                name = f"chunk-{chunk:05d}-{env_steps}.npz"
+                written += atomic_write(self.directory / name, _npz_bytes(self._replay.chunk_arrays(chunk)))
+                self._chunk_files[chunk] = name
+            manifest = {"counters": self._replay.counters(), "chunks": self._chunk_files}
+            written += atomic_write(self.directory / f"replay-{env_steps}.json", json.dumps(manifest).encode())
+        written += atomic_write(self.directory / f"state-{env_steps}.pkl", pickle.dumps(loop_state))
+        written += atomic_write(self.directory / f"ckpt-{env_steps}.complete",
+                                json.dumps({"env_steps": env_steps}).encode())
+        self._prune()
+        return {"seconds": time.perf_counter() - started, "bytes": written}
 
-    def complete_prefixes(self) -> list[str]:
-        """Checkpoint prefixes whose marker exists, newest first."""
-        markers = sorted(self.directory.glob(f"*{MARKER_SUFFIX}"),
-                         key=lambda m: json.loads(m.read_text())["env_steps"], reverse=True)
-        return [str(m)[: -len(MARKER_SUFFIX)] for m in markers]
+    def _prune(self) -> None:
+        """Delete every file that no kept complete checkpoint needs (old ones, half-written ones)."""
+        kept = self.complete_steps()[: self._keep]
+        needed = {f"ckpt-{s}.complete" for s in kept} | {f"replay-{s}.json" for s in kept}
+        needed |= {f"state-{s}.pkl" for s in kept} | {"checkpoint"}
+        for s in kept:
+            needed |= {p.name for p in self.directory.glob(f"ckpt-{s}.*")}
+            manifest = self.directory / f"replay-{s}.json"
+            if manifest.exists():
+                needed |= set(json.loads(manifest.read_text())["chunks"].values())
+        for path in self.directory.iterdir():
+            if path.name not in needed and not path.name.endswith(".tmp"):
+                path.unlink(missing_ok=True)
 
-    def restore_latest(self) -> int:
-        """Restore the newest complete checkpoint, warning about any newer one that would not load.
+    def restore_latest(self, with_loop_state: bool = True) -> tuple[int, dict | None]:
+        """Restore the newest complete checkpoint that loads; warn about each broken one skipped.
 
-        Returns its env step; raises UserError when no complete checkpoint exists."""
-        for prefix in self.complete_prefixes():
+        Returns (env_steps, loop_state); raises UserError when no complete checkpoint loads.
+        Evaluation needs only the networks: `with_loop_state=False` and no replay skip the rest."""
+        for env_steps in self.complete_steps():
             try:
-                self._checkpoint.restore(prefix).expect_partial()
-            except (tf.errors.OpError, ValueError) as error:
-                print(f"warning: skipped broken checkpoint {prefix}: {error.__class__.__name__}", file=sys.stderr)
-                continue
-            return int(json.loads(pathlib.Path(prefix + MARKER_SUFFIX).read_text())["env_steps"])
-        raise UserError(f"no complete checkpoint in {self.directory}; allowed: a run folder written by tfdqn.train")
+                return env_steps, self._restore(env_steps, with_loop_state)
+            except (tf.errors.OpError, ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile,
+                    pickle.UnpicklingError, json.JSONDecodeError) as error:
+                print(f"warning: checkpoint at env step {env_steps} in {self.directory} is broken "
+                      f"({error.__class__.__name__}); falling back to the one before it", file=sys.stderr)
+                marker = self.directory / f"ckpt-{env_steps}.complete"
+                marker.replace(marker.with_suffix(".broken"))  # no longer counts; pruned by the next save
+        raise UserError(f"no complete checkpoint in {self.directory}; allowed: a run folder written by tfdqn.train "
+                        f"that saved at least one checkpoint")
+
+    def _restore(self, env_steps: int, with_loop_state: bool) -> dict | None:
+        self._tf.restore(str(self.directory / f"ckpt-{env_steps}")).expect_partial().assert_existing_objects_matched()
+        if self._replay is not None:
+            manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text())
+            chunks = {int(c): name for c, name in manifest["chunks"].items()}
+            for chunk, name in chunks.items():
+                with np.load(self.directory / name) as arrays:
+                    self._replay.load_chunk(chunk, arrays)
+            self._replay.load_counters(manifest["counters"])
+            self._chunk_files = chunks
+        if not with_loop_state:
+            return None
+        with open(self.directory / f"state-{env_steps}.pkl", "rb") as f:
+            return pickle.load(f)

@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 
-from tfdqn.errors import UserError
+from tfdqn.errors import RunFailure, UserError
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter off stderr
 
@@ -22,8 +22,8 @@ def run_cli(parser: argparse.ArgumentParser, body, argv: list[str] | None) -> in
     args = parser.parse_args(argv)
     try:
         return body(args)
-    except UserError as error:
+    except (UserError, RunFailure) as error:
         if getattr(args, "debug", False):
             raise
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
+        return 2 if isinstance(error, UserError) else 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import functools
+import importlib
 import re
 
 import ale_py
@@ -96,10 +97,18 @@ def resolve_env_id(name: str) -> str:
 
     `CartPole` -> `CartPole-v1`, `Acrobot` -> `Acrobot-v1` (newest registered version), `Breakout`,
     `breakout`, `space_invaders` -> `ALE/<Game>-v5`; registered ids (`CartPole-v1`, `ALE/Pong-v5`,
-    `BreakoutNoFrameskip-v4`) are returned as they are. Anything else raises a one-line UserError.
+    `BreakoutNoFrameskip-v4`) are returned as they are. `module:EnvId` imports `module` first, which
+    registers a user's own env (gymnasium's convention). Anything else raises a one-line UserError.
     """
-    ids_lower, ale_ids, newest, game_names, short_names = _name_tables()
     text = str(name).strip()
+    if ":" in text:
+        module, _, text = text.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise UserError(f"env {name!r}: module {module!r} cannot be imported ({error}); allowed: "
+                            f"module:EnvId with an importable module that registers EnvId") from None
+    ids_lower, ale_ids, newest, game_names, short_names = _name_tables()
     if text in gymnasium.registry:
         return text
     if text.lower() in ids_lower:
@@ -215,6 +224,20 @@ class FireOnReset(gymnasium.Wrapper):
         return observation, reward, terminated, truncated, info
 
 
+class Float32Observation(gymnasium.ObservationWrapper):
+    """Vector observations as float32; unlike gymnasium's DtypeObservation it pickles, so a
+    checkpoint can hold the env mid-episode and a resumed run continues it exactly."""
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gymnasium.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
+                                                      space.shape, np.float32)
+
+    def observation(self, observation):
+        return np.asarray(observation, dtype=np.float32)
+
+
 class SeedOnFirstReset(gymnasium.Wrapper):
     """Seeds the env with `reset(seed=seed)` on its first reset only, and its action space at once."""
 
@@ -276,7 +299,7 @@ def make_env(config: EnvConfig, seed: int, evaluation: bool = False,
                         f"allowed: a Box observation space (a vector or an image)")
     if render:
         _check_render(env, env_id)
-    env = gymnasium.wrappers.DtypeObservation(env, np.float32)
+    env = Float32Observation(env)
     env = gymnasium.wrappers.RecordEpisodeStatistics(env)
     env = GameOverInfo(env)
     env = SeedOnFirstReset(env, seed)

@@ -46,7 +46,7 @@ def _main(args: argparse.Namespace) -> int:
 
     env, spec = make_env(config.env, seed=args.seed, evaluation=True, render=bool(args.video))
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
-    env_steps = Checkpointer(run_dir / "checkpoints", agent).restore_latest()
+    env_steps, _ = Checkpointer(run_dir / "checkpoints", agent).restore_latest(with_loop_state=False)
     recorder = VideoRecorder(pathlib.Path(args.video)) if args.video else None
     returns = run_episodes(env, spec, agent.actor, args.episodes, epsilon,
                            on_step=recorder.capture if recorder else None)

@@ -37,6 +37,9 @@ class Learner:
         self.target = target
         self._config = config
         self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
+        # The first update whose loss was NaN or Inf (0: none yet), recorded in the graph so that
+        # watching for divergence costs no device-to-host copy per update.
+        self.first_nonfinite_update = tf.Variable(0, dtype=tf.int64, trainable=False, name="first_nonfinite_update")
         self.optimizer = make_optimizer(config)
         self.optimizer.build(online.trainable_variables)
         self._sync_target()
@@ -63,6 +66,8 @@ class Learner:
         variables = self.online.trainable_variables
         self.optimizer.apply(tape.gradient(loss, variables), variables)
         self.updates.assign_add(1)
+        if not tf.math.is_finite(loss) and self.first_nonfinite_update == 0:
+            self.first_nonfinite_update.assign(self.updates)
         if self.updates % c.target_update_period == 0:
             self._sync_target()
         return {"td_loss": loss, "q_values": tf.reduce_mean(tf.reduce_max(q_tm1, axis=-1))}

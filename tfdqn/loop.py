@@ -1,10 +1,17 @@
-"""The training loop: wires env, actor, replay and learner, times each phase, logs per interval."""
+"""The training loop: wires env, actor, replay and learner, times each phase, logs per interval.
+
+`train` runs a fresh run or continues one from its newest complete checkpoint (`resume=True`): the
+networks, optimizer, counters, RNGs, replay and (where the env pickles) the env mid-episode are all
+restored, so a CartPole run stopped and resumed repeats the uninterrupted run's episodes exactly.
+"""
 
 from __future__ import annotations
 
 import collections
 import json
 import pathlib
+import pickle
+import signal
 import time
 
 import numpy as np
@@ -16,11 +23,13 @@ from tfdqn.agent import make_agent
 from tfdqn.checkpoint import Checkpointer
 from tfdqn.config import DQNConfig
 from tfdqn.envs import make_env
+from tfdqn.errors import RunFailure
 from tfdqn.evaluation import run_episodes
 from tfdqn.logger import Logger
 from tfdqn.replay import ReplayRing
 from tfdqn.sampler import SystemSampler
 from tfdqn.schedules import updates_due
+from tfdqn.signals import StopRequest
 from tfdqn.stacking import FrameStack
 from tfdqn.telemetry import PhaseTimer
 
@@ -36,15 +45,16 @@ def write_json(path: pathlib.Path, data: dict) -> None:
 
 class _EpisodeLog:
     """Whole-game raw returns: one `episodes.csv` row each, means since the last summary, and a
-    recent window for the progress bar."""
+    recent window for the progress bar. On resume, rows after the checkpoint are dropped."""
 
-    def __init__(self, path: pathlib.Path):
+    def __init__(self, path: pathlib.Path, resume_from: int | None = None):
+        rows = path.read_text().splitlines()[1:] if resume_from is not None and path.exists() else []
+        rows = [row for row in rows if int(row.split(",")[0]) <= resume_from] if rows else []
+        path.write_text("".join(f"{line}\n" for line in ["env_steps,return,length", *rows]))
         self._file = path.open("a", buffering=1)
-        if path.stat().st_size == 0:
-            self._file.write("env_steps,return,length\n")
         self.returns, self.lengths = [], []
-        self.recent = collections.deque(maxlen=20)
-        self.count = 0
+        self.recent = collections.deque((float(row.split(",")[1]) for row in rows[-20:]), maxlen=20)
+        self.count = len(rows)
 
     def record(self, env_steps: int, info: dict) -> None:
         if "episode" in info:
@@ -94,12 +104,32 @@ def _perf_summary(shares: dict, env_steps: int, updates: int, system: dict) -> d
             **{f"perf/{k}": v for k, v in shares.items() if k.startswith("share_")}, **system}
 
 
+def _picklable(env):
+    """The env itself where it pickles (pure-Python envs resume mid-episode), else None."""
+    try:
+        pickle.dumps(env)
+    except (pickle.PicklingError, TypeError, AttributeError):
+        return None
+    return env
+
+
+def _check_finite(agent, run, env_steps: int, last_checkpoint: int | None) -> None:
+    """Stop with the env step where the TD loss first became NaN or Inf; never checkpoint past it."""
+    bad_update = int(agent.learner.first_nonfinite_update.numpy())
+    if bad_update:
+        step = run.learning_starts + bad_update * run.training_interval
+        kept = f"the last good checkpoint (env step {last_checkpoint}) is kept" if last_checkpoint else "no checkpoint"
+        raise RunFailure(f"the TD loss became NaN or Inf at update {bad_update} (env step {min(step, env_steps)}); "
+                         f"{kept}; check the rewards or lower learner.learning_rate")
+
+
 def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
-          profile_steps: tuple[int, int] | None = None) -> dict:
-    """Train for `config.run.total_steps` env steps; returns the summary also written to summary.json."""
+          profile_steps: tuple[int, int] | None = None, resume: bool = False) -> dict:
+    """Train to `config.run.total_steps` env steps; returns the summary also written to summary.json.
+
+    On SIGINT or SIGTERM it checkpoints and returns early with `stopped_by` set in the summary."""
     run = config.run
     run_dir = pathlib.Path(run_dir)
-    run_dir.mkdir(parents=True, exist_ok=True)
     config_lib.save(config, run_dir / "config.yaml")
 
     env, spec = make_env(config.env, seed=run.seed)
@@ -107,104 +137,142 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
           f"({replay.nbytes:,} bytes, {replay.nbytes / config.replay.capacity:.0f} per transition)", flush=True)
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
-    checkpointer = Checkpointer(run_dir / "checkpoints", agent)
+    checkpointer = Checkpointer(run_dir / "checkpoints", agent, replay)
+    eval_env = None
+    stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
+    start_step, updates_done, last_checkpoint = 0, 0, None
+    if resume:
+        start_step, state = checkpointer.restore_latest()
+        if start_step > run.total_steps:
+            raise RunFailure(f"the newest checkpoint is at env step {start_step}, past run.total_steps = "
+                             f"{run.total_steps}; pass a larger --total-steps to extend the run")
+        updates_done, last_checkpoint, stack = state["updates_done"], start_step, state["stack"]
+        frame, env = state["frame"], state["env"] or env
+        eval_env = state["eval_env"]
+        if state["env"] is None:  # an env that does not pickle starts a new game from a seed of its own
+            frame, _ = env.reset(seed=run.seed + start_step)
+            stack.reset(0, frame)
+        print(f"resumed from env step {start_step} ({updates_done} updates)", flush=True)
+    else:
+        frame, _ = env.reset(seed=run.seed)
+        stack.reset(0, frame)
+
     logger = Logger(run_dir)
-    logger.hyperparameters(config_lib.to_dict(config))
+    if not resume:
+        logger.hyperparameters(config_lib.to_dict(config))
     sampler = SystemSampler(period=0.5).start()
     profiler = _Profiler(profile_steps, run_dir / "profile")
-    eval_env = None
-
-    stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
-    frame, _ = env.reset(seed=run.seed)
-    stack.reset(0, frame)
-    episodes = _EpisodeLog(run_dir / "episodes.csv")
+    episodes = _EpisodeLog(run_dir / "episodes.csv", resume_from=start_step if resume else None)
     timer = PhaseTimer()
-    metrics, updates_done = {}, 0
+    metrics, stopped_by, checkpoint_cost = {}, None, None
     window = {"env_steps": 0, "updates": 0}
     system_means = collections.defaultdict(list)
-    bar = tqdm.tqdm(total=run.total_steps, disable=quiet, unit="step", dynamic_ncols=True)
+    bar = tqdm.tqdm(total=run.total_steps, initial=start_step, disable=quiet, unit="step", dynamic_ncols=True)
     started = time.perf_counter()
 
-    for env_steps in range(1, run.total_steps + 1):
-        profiler.at(env_steps)
-        t = time.perf_counter()
-        action = agent.actor.act(stack.observation).numpy()
-        t = timer.add("act", t)
-        next_frame, reward, terminated, truncated, info = env.step(int(action[0]))
-        t = timer.add("env_step", t)
-        replay.add(frame[None], action, np.float32([reward]), np.bool_([terminated]), np.bool_([truncated]),
-                   next_frame[None])
-        if terminated or truncated:
-            next_frame, _ = env.reset()
-            stack.reset(0, next_frame)
-        else:
-            stack.push(next_frame[None])
-        frame = next_frame
-        episodes.record(env_steps, info)
-        window["env_steps"] += 1
-        t = timer.add("replay_add", t)
+    def save(env_steps: int) -> None:
+        nonlocal last_checkpoint, checkpoint_cost
+        _check_finite(agent, run, env_steps, last_checkpoint)
+        state = {"updates_done": updates_done, "frame": frame, "stack": stack, "env": _picklable(env),
+                 "eval_env": _picklable(eval_env) if eval_env is not None else None}
+        try:
+            checkpoint_cost = checkpointer.save(env_steps, state)
+        except OSError as error:
+            kept = f"env step {last_checkpoint}" if last_checkpoint else "none"
+            raise RunFailure(f"checkpoint at env step {env_steps} could not be written ({error.strerror or error}); "
+                             f"the previous complete checkpoint ({kept}) is intact") from None
+        last_checkpoint = env_steps
 
-        due = updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done
-        while due > 0 and replay.can_sample(config.replay.batch_size):
-            batch = replay.sample(config.replay.batch_size)
-            t = timer.add("replay_sample", t)
-            metrics = agent.learner.update(*batch)
-            t = timer.add("update", t)
-            updates_done += 1
-            window["updates"] += 1
-            due -= 1
+    env_steps, updates_at_start = start_step, updates_done
+    with StopRequest() as stop:
+        while env_steps < run.total_steps and not stop.requested:
+            env_steps += 1
+            profiler.at(env_steps)
+            t = time.perf_counter()
+            action = agent.actor.act(stack.observation).numpy()
+            t = timer.add("act", t)
+            next_frame, reward, terminated, truncated, info = env.step(int(action[0]))
+            t = timer.add("env_step", t)
+            replay.add(frame[None], action, np.float32([reward]), np.bool_([terminated]), np.bool_([truncated]),
+                       next_frame[None])
+            if terminated or truncated:
+                next_frame, _ = env.reset()
+                stack.reset(0, next_frame)
+            else:
+                stack.push(next_frame[None])
+            frame = next_frame
+            episodes.record(env_steps, info)
+            window["env_steps"] += 1
+            t = timer.add("replay_add", t)
 
-        if env_steps % run.log_every == 0 or env_steps == run.total_steps:
-            system = sampler.drain()
-            for key, value in system.items():
-                system_means[key].append(value)
-            values = {
-                **episodes.drain(),
-                "charts/epsilon": agent.actor.epsilon().numpy(),
-                "losses/td_loss": metrics["td_loss"].numpy() if metrics else None,
-                "losses/q_values": metrics["q_values"].numpy() if metrics else None,
-                **_perf_summary(timer.window_shares(), window["env_steps"], window["updates"], system),
-            }
-            logger.scalars(env_steps, values)
-            recent = np.mean(episodes.recent) if episodes.recent else float("nan")
-            bar.set_postfix(steps_per_s=f"{values['perf/env_steps_per_sec']:.0f}", ret=f"{recent:.1f}",
-                            eps=f"{values['charts/epsilon']:.3f}", refresh=False)
-            bar.update(env_steps - bar.n)
-            window = {"env_steps": 0, "updates": 0}
-            t = timer.add("log", t)
+            due = updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done
+            while due > 0 and replay.can_sample(config.replay.batch_size):
+                batch = replay.sample(config.replay.batch_size)
+                t = timer.add("replay_sample", t)
+                metrics = agent.learner.update(*batch)
+                t = timer.add("update", t)
+                updates_done += 1
+                window["updates"] += 1
+                due -= 1
 
-        if run.eval_every and env_steps % run.eval_every == 0:
-            eval_env = eval_env or make_env(config.env, seed=run.seed + EVAL_SEED_OFFSET, evaluation=True)[0]
-            returns = run_episodes(eval_env, spec, agent.actor, run.eval_episodes, config.exploration.eval_epsilon)
-            logger.scalars(env_steps, {"charts/eval_return": np.mean(returns)})
-            t = timer.add("eval", t)
+            if env_steps % run.log_every == 0 or env_steps == run.total_steps:
+                _check_finite(agent, run, env_steps, last_checkpoint)
+                system = sampler.drain()
+                for key, value in system.items():
+                    system_means[key].append(value)
+                values = {
+                    **episodes.drain(),
+                    "charts/epsilon": agent.actor.epsilon().numpy(),
+                    "losses/td_loss": metrics["td_loss"].numpy() if metrics else None,
+                    "losses/q_values": metrics["q_values"].numpy() if metrics else None,
+                    **_perf_summary(timer.window_shares(), window["env_steps"], window["updates"], system),
+                }
+                if checkpoint_cost:
+                    values.update({"perf/checkpoint_seconds": checkpoint_cost["seconds"],
+                                   "perf/checkpoint_bytes": checkpoint_cost["bytes"]})
+                    checkpoint_cost = None
+                logger.scalars(env_steps, values)
+                recent = np.mean(episodes.recent) if episodes.recent else float("nan")
+                bar.set_postfix(steps_per_s=f"{values['perf/env_steps_per_sec']:.0f}", ret=f"{recent:.1f}",
+                                eps=f"{values['charts/epsilon']:.3f}", refresh=False)
+                bar.update(env_steps - bar.n)
+                window = {"env_steps": 0, "updates": 0}
+                t = timer.add("log", t)
 
-        if run.checkpoint_every and env_steps % run.checkpoint_every == 0:
-            checkpointer.save(env_steps)
-            timer.add("checkpoint", t)
+            if run.eval_every and env_steps % run.eval_every == 0:
+                eval_env = eval_env or make_env(config.env, seed=run.seed + EVAL_SEED_OFFSET, evaluation=True)[0]
+                returns = run_episodes(eval_env, spec, agent.actor, run.eval_episodes,
+                                       config.exploration.eval_epsilon)
+                logger.scalars(env_steps, {"charts/eval_return": np.mean(returns)})
+                t = timer.add("eval", t)
+
+            if (run.checkpoint_every and env_steps % run.checkpoint_every == 0) or env_steps == run.total_steps:
+                save(env_steps)
+                timer.add("checkpoint", t)
+        if stop.requested:
+            stopped_by = signal.Signals(stop.signal_number).name
+            if last_checkpoint != env_steps:
+                save(env_steps)
 
     wall = time.perf_counter() - started
     run_shares = timer.run_shares()
     profiler.stop()
     sampler.stop()
     bar.close()
-    if not run.checkpoint_every or run.total_steps % run.checkpoint_every:
-        checkpointer.save(run.total_steps)
-    final_env, _ = make_env(config.env, seed=run.seed + 2 * EVAL_SEED_OFFSET, evaluation=True)
-    returns = run_episodes(final_env, spec, agent.actor, run.final_eval_episodes, config.exploration.eval_epsilon)
-    logger.scalars(run.total_steps, {"charts/final_eval_return": np.mean(returns)})
-    logger.close()
     episodes.close()
+    steps_run = env_steps - start_step
     summary = {
         "env_id": spec.env_id,
         "seed": run.seed,
-        "env_steps": run.total_steps,
+        "env_steps": env_steps,
         "updates": updates_done,
         "training_interval": run.training_interval,
         "episodes": episodes.count,
+        **({"resumed_from_env_steps": start_step} if resume else {}),
+        **({"stopped_by": stopped_by} if stopped_by else {}),
         "wall_seconds": round(wall, 3),
-        "env_steps_per_sec": round(run.total_steps / wall, 2),
-        "updates_per_sec": round(updates_done / wall, 2),
+        "env_steps_per_sec": round(steps_run / wall, 2),
+        "updates_per_sec": round((updates_done - updates_at_start) / wall, 2),
         "learner_busy_share": round(run_shares["share_update"], 4),
         "phase_shares": {k.removeprefix("share_"): round(v, 4) for k, v in run_shares.items()},
         "cpu_util": round(float(np.mean(system_means["system/cpu_util"])), 4) if system_means else None,
@@ -214,11 +282,14 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
            if "system/gpu_util" in system_means else {}),
         "replay_capacity": config.replay.capacity,
         "replay_bytes": int(replay.nbytes),
-        "final_eval_epsilon": config.exploration.eval_epsilon,
-        "final_eval_episodes": len(returns),
-        "final_eval_return_mean": float(np.mean(returns)),
-        "final_eval_return_std": float(np.std(returns)),
-        "final_eval_returns": returns,
     }
+    if not stopped_by:
+        final_env, _ = make_env(config.env, seed=run.seed + 2 * EVAL_SEED_OFFSET, evaluation=True)
+        returns = run_episodes(final_env, spec, agent.actor, run.final_eval_episodes, config.exploration.eval_epsilon)
+        logger.scalars(env_steps, {"charts/final_eval_return": np.mean(returns)})
+        summary.update({"final_eval_epsilon": config.exploration.eval_epsilon, "final_eval_episodes": len(returns),
+                        "final_eval_return_mean": float(np.mean(returns)),
+                        "final_eval_return_std": float(np.std(returns)), "final_eval_returns": returns})
+    logger.close()
     write_json(run_dir / "summary.json", summary)
     return summary

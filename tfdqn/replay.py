@@ -56,6 +56,11 @@ def _layout(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int, num
     }
 
 
+PER_SLOT = ("frames", "action", "reward", "terminated", "step_in_episode", "final_only")
+PER_STREAM = ("cursor", "filled", "final_count", "episode_step")
+CHUNK_SLOTS = 16_384  # slots per chunk of the saved ring: a checkpoint rewrites only chunks written since the last
+
+
 class ReplayRing:
     """Preallocated per-stream rings of frames with uniform sampling of rebuilt transitions.
 
@@ -75,6 +80,7 @@ class ReplayRing:
         self.capacity = self._slots * num_streams  # slots actually allocated, final-frame slots included
         self.observation_shape = self._frame_shape if stack_size == 1 else (stack_size, *self._frame_shape)
         self.nbytes = sum(getattr(self, "_" + name).nbytes for name in layout)
+        self._dirty = np.zeros(-(-self._slots // CHUNK_SLOTS), bool)
 
     @staticmethod
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
@@ -122,6 +128,7 @@ class ReplayRing:
         self._step_in_episode[streams, slot] = self._episode_step[streams]
         self._final_only[streams, slot] = final_only
         self._final_count[streams] += final_only
+        self._dirty[slot // CHUNK_SLOTS] = True
         self._cursor[streams] = (slot + 1) % self._slots
         self._filled[streams] = np.minimum(self._filled[streams] + 1, self._slots)
         self._episode_step[streams] += 1
@@ -205,3 +212,35 @@ class ReplayRing:
             discount=(~self._terminated[stream, slot]).astype(np.float32),
             next_observation=next_observation,
         )
+
+    # ---------------------------------------------------------------- persistence (see checkpoint.py)
+
+    @property
+    def num_chunks(self) -> int:
+        return len(self._dirty)
+
+    def take_dirty_chunks(self) -> list[int]:
+        """Chunks written since the previous call; the caller saves them, so they count as clean again."""
+        dirty = np.flatnonzero(self._dirty).tolist()
+        self._dirty[:] = False
+        return dirty
+
+    def chunk_arrays(self, chunk: int) -> dict:
+        """Views of every per-slot array over one chunk of slots (all streams)."""
+        part = slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
+        return {name: getattr(self, "_" + name)[:, part] for name in PER_SLOT}
+
+    def load_chunk(self, chunk: int, arrays: dict) -> None:
+        for name, view in self.chunk_arrays(chunk).items():
+            view[...] = arrays[name]
+
+    def counters(self) -> dict:
+        """Cursor, fill level and episode positions per stream, and the sampling RNG's state."""
+        return {**{name: getattr(self, "_" + name).tolist() for name in PER_STREAM},
+                "rng": self._rng.bit_generator.state}
+
+    def load_counters(self, counters: dict) -> None:
+        for name in PER_STREAM:
+            getattr(self, "_" + name)[...] = counters[name]
+        self._rng.bit_generator.state = counters["rng"]
+        self._dirty[:] = False

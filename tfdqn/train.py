@@ -6,6 +6,7 @@ import argparse
 import datetime
 import json
 import pathlib
+import signal
 import sys
 
 from tfdqn import config as config_lib
@@ -31,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train DQN with a compiled actor and learner. Configs: configs/cartpole.yaml for "
                     "vector-observation envs, configs/atari.yaml for ALE games; flags and --set override them.",
         epilog=f"config keys for --set key=value (defaults before any config file):\n{keys}")
+    parser.add_argument("--resume", metavar="RUN_DIR",
+                        help="continue RUN_DIR from its newest complete checkpoint with its saved config "
+                             "(only --total-steps may be given with it, to extend the run)")
     parser.add_argument("--env", help=docs["env.id"])
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
                         help="YAML config file; repeatable, later files win (default: chosen from --env)")
@@ -110,19 +114,68 @@ def parse_profile_steps(text: str | None, total_steps: int) -> tuple[int, int] |
     raise UserError(f"--profile-steps {text!r} is not a step range; allowed: A:B with 1 <= A < B <= {total_steps + 1}")
 
 
-def _main(args: argparse.Namespace) -> int:
-    config = resolve_config(args)
+RESUME_FLAGS = {"resume", "total_steps", "quiet", "debug"}
+
+
+def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[config_lib.DQNConfig, pathlib.Path]:
+    """The saved config of RUN_DIR (with an extended --total-steps); any other flag is refused."""
+    given = [name for name, value in vars(args).items()
+             if name not in RESUME_FLAGS and value != parser.get_default(name)]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise UserError(f"{flag} cannot be used with --resume (the run keeps its saved config); allowed with "
+                        f"--resume: --total-steps, --quiet, --debug")
+    run_dir = pathlib.Path(args.resume)
+    if not (run_dir / "config.yaml").is_file():
+        raise UserError(f"--resume {args.resume!r} is not a run folder (no config.yaml); allowed: a folder "
+                        f"written by tfdqn.train")
+    if not any((run_dir / "checkpoints").glob("ckpt-*.complete")):
+        raise UserError(f"--resume {args.resume!r} holds no complete checkpoint; allowed: a run folder that "
+                        f"saved at least one checkpoint")
+    overrides = {"run.total_steps": args.total_steps} if args.total_steps is not None else {}
+    return config_lib.build_config([run_dir / "config.yaml"], overrides), run_dir
+
+
+def check_memory(config: config_lib.DQNConfig) -> None:
+    """Refuse a replay that cannot fit before anything is allocated, naming both sizes."""
+    import psutil
+
+    from tfdqn.envs import make_env
+    from tfdqn.replay import ReplayRing
+
+    env, spec = make_env(config.env, seed=0)
+    env.close()
+    needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size)
+    available = psutil.virtual_memory().available
+    if needed > 0.9 * available:
+        fits = int(config.replay.capacity * 0.9 * available / needed)
+        raise UserError(f"replay.capacity = {config.replay.capacity:,} needs {needed / 2**30:.2f} GiB but only "
+                        f"{available / 2**30:.2f} GiB of memory is available; allowed: replay.capacity <= {fits:,}")
+
+
+def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.resume:
+        config, run_dir = resume_config(args, parser)
+    else:
+        config = resolve_config(args)
     profile_steps = parse_profile_steps(args.profile_steps, config.run.total_steps)
-    run_dir = prepare_run_dir(args.logdir, args.run_name, config)
+    check_memory(config)
+    if not args.resume:
+        run_dir = prepare_run_dir(args.logdir, args.run_name, config)
     from tfdqn.loop import train
 
-    summary = train(config, run_dir, quiet=args.quiet, profile_steps=profile_steps)
+    summary = train(config, run_dir, quiet=args.quiet, profile_steps=profile_steps, resume=bool(args.resume))
     print(json.dumps({"run_dir": str(run_dir), **{k: v for k, v in summary.items() if k != "final_eval_returns"}}))
+    if "stopped_by" in summary:
+        print(f"stopped by {summary['stopped_by']} at env step {summary['env_steps']}; checkpoint saved; "
+              f"continue with: python -m tfdqn.train --resume {run_dir}", file=sys.stderr)
+        return 128 + int(getattr(signal, summary["stopped_by"]))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run_cli(build_parser(), _main, argv)
+    parser = build_parser()
+    return run_cli(parser, lambda args: _main(args, parser), argv)
 
 
 if __name__ == "__main__":

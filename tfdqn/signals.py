@@ -1,0 +1,30 @@
+"""Graceful stop on SIGINT/SIGTERM: the loop checkpoints and exits; a second SIGINT exits at once."""
+
+import os
+import signal
+
+
+class StopRequest:
+    """Installed for the duration of a run; `signal_number` is set by the first SIGINT or SIGTERM."""
+
+    def __init__(self):
+        self.signal_number = None
+        self._previous = {}
+
+    def _handle(self, signum, frame):
+        if self.signal_number is not None and signum == signal.SIGINT:
+            os._exit(128 + signum)  # second Ctrl-C: the user wants out now
+        self.signal_number = signum
+
+    def __enter__(self) -> "StopRequest":
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    @property
+    def requested(self) -> bool:
+        return self.signal_number is not None
