@@ -64,6 +64,7 @@ def test_any_box_discrete_env_trains_with_the_mlp(tmp_path, run_cmd):
 
 
 @pytest.mark.parametrize("args, needle", [
+    (["--config", "tests/bad.yaml"], "is not valid YAML"),
     (["--training-interval", "0"], "run.training_interval = 0"),
     (["--total-steps", "-1"], "run.total_steps = -1"),
     (["--env", "Brekout"], "Brekout"),
@@ -74,14 +75,30 @@ def test_any_box_discrete_env_trains_with_the_mlp(tmp_path, run_cmd):
     (["--config", "no/such.yaml"], "no/such.yaml does not exist"),
     (["--total-steps", "ten"], "invalid int value: 'ten'"),
     (["--run-name", "a/b"], "--run-name 'a/b'"),
+    (["--env", "Brekout"], "did you mean Breakout"),
+    (["--env", "Pendulum-v1"], "allowed: a Discrete action space"),
+    (["--set", "replay.capacity=true"], "replay.capacity = True"),
+    (["--set", "replay.batch_size=0"], "replay.batch_size = 0"),
+    (["--env", "Breakout", "--set", "replay.capacity=10000000"], "of memory is available; allowed: replay.capacity <="),
+    (["--logdir", "/dev/null/runs"], "--logdir '/dev/null/runs' is not writable"),
+    (["--resume", "no/such/run"], "--resume 'no/such/run' is not a run folder"),
+    (["--resume", "tests", "--seed", "1"], "--seed cannot be used with --resume"),
+    (["--profile-steps", "9:3"], "--profile-steps '9:3'"),
+    (["--set", "nokey"], "--set 'nokey' is not of the form key=value"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, run_cmd):
-    result = run_cmd("tfdqn.train", "--env", "CartPole", "--logdir", str(tmp_path), *args, timeout=60)
+    (tmp_path / "bad.yaml").write_text("run: [1, 2\n")
+    args = [str(tmp_path / "bad.yaml") if a == "tests/bad.yaml" else a for a in args]
+    logdir = tmp_path / "runs"
+    if "--resume" not in args:
+        args = ["--logdir", str(logdir), *args] if "--logdir" not in args else args
+        args = ["--env", "CartPole", *args] if "--env" not in args else args
+    result = run_cmd("tfdqn.train", *args, timeout=60)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], result.stderr
     assert "Traceback" not in result.stderr
-    assert not any(tmp_path.iterdir())  # nothing half-made
+    assert not logdir.exists()  # nothing half-made
 
 
 def test_help_lists_every_config_key_with_its_doc(run_cmd):

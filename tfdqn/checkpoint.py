@@ -115,7 +115,7 @@ class Checkpointer:
         for env_steps in self.complete_steps():
             try:
                 return env_steps, self._restore(env_steps, with_loop_state)
-            except (tf.errors.OpError, ValueError, OSError, KeyError, EOFError, zipfile.BadZipFile,
+            except (tf.errors.OpError, ValueError, OSError, KeyError, IndexError, EOFError, zipfile.BadZipFile,
                     pickle.UnpicklingError, json.JSONDecodeError) as error:
                 print(f"warning: checkpoint at env step {env_steps} in {self.directory} is broken "
                       f"({error.__class__.__name__}); falling back to the one before it", file=sys.stderr)

@@ -3,12 +3,46 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import tempfile
 
 from tfdqn.errors import RunFailure, UserError
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter off stderr
+
+
+@contextlib.contextmanager
+def _stderr_to_file():
+    """Send file descriptor 2 to a temporary file, and yield that file; restore it afterwards."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile("w+b") as captured:
+        os.dup2(captured.fileno(), 2)
+        try:
+            yield captured
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+def start_tensorflow() -> None:
+    """Import TensorFlow and look for devices with its C++ start-up lines (oneDNN, CUDA probing)
+    kept off stderr, so an error after start-up is still the one line on stderr; if start-up itself
+    fails, what it printed is shown."""
+    with _stderr_to_file() as captured:
+        try:
+            import tensorflow as tf
+
+            tf.config.list_physical_devices()
+            return
+        except BaseException as error:  # noqa: B036 - shown below with what start-up printed
+            failure = error
+            captured.seek(0)
+            printed = captured.read().decode(errors="replace")
+    sys.stderr.write(printed)
+    raise failure
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

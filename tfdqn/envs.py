@@ -264,6 +264,9 @@ def _describe_space(space) -> str:
 
 
 def _make_base(env_id: str, **kwargs) -> gymnasium.Env:
+    """gymnasium.make, passing render_mode only when rendering: users' own envs need not take it."""
+    if kwargs.get("render_mode", "") is None:
+        del kwargs["render_mode"]
     try:
         return gymnasium.make(env_id, **kwargs)
     except (gymnasium.error.DependencyNotInstalled, ImportError) as e:

@@ -8,7 +8,7 @@ import pathlib
 import sys
 
 from tfdqn import config as config_lib
-from tfdqn.cli import OneLineErrorParser, run_cli
+from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 
 
@@ -38,6 +38,7 @@ def _main(args: argparse.Namespace) -> int:
     config = config_lib.build_config([run_dir / "config.yaml"], {"run.seed": args.seed})
     epsilon = config.exploration.eval_epsilon if args.epsilon is None else args.epsilon
 
+    start_tensorflow()
     from tfdqn.agent import make_agent
     from tfdqn.checkpoint import Checkpointer
     from tfdqn.envs import describe_protocol, make_env

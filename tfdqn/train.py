@@ -10,7 +10,7 @@ import signal
 import sys
 
 from tfdqn import config as config_lib
-from tfdqn.cli import OneLineErrorParser, run_cli
+from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 
 FLAG_KEYS = {  # dedicated flags and the config key each one sets
@@ -162,6 +162,7 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     check_memory(config)
     if not args.resume:
         run_dir = prepare_run_dir(args.logdir, args.run_name, config)
+    start_tensorflow()
     from tfdqn.loop import train
 
     summary = train(config, run_dir, quiet=args.quiet, profile_steps=profile_steps, resume=bool(args.resume))

@@ -1,0 +1,90 @@
+import json
+
+import numpy as np
+import pytest
+
+from tfdqn.agent import make_agent
+from tfdqn.checkpoint import Checkpointer
+from tfdqn.config import DQNConfig
+from tfdqn.replay import CHUNK_SLOTS, ReplayRing
+
+
+def _parts(seed=0, capacity=3 * CHUNK_SLOTS):
+    agent = make_agent(DQNConfig(), (4,), np.float32, 2)
+    replay = ReplayRing(capacity, (4,), np.float32, seed=seed)
+    return agent, replay
+
+
+def _fill(replay, start, count):
+    for t in range(start, start + count):
+        frame = np.full((1, 4), t, np.float32)
+        replay.add(frame, [t % 2], [1.0], [t % 97 == 0], [False], frame + 1)
+
+
+def test_a_save_writes_only_the_chunks_written_since_the_last(tmp_path):
+    agent, replay = _parts()
+    checkpointer = Checkpointer(tmp_path, agent, replay)
+    _fill(replay, 0, CHUNK_SLOTS + 10)
+    first = checkpointer.save(1000, {"n": 1})
+    _fill(replay, CHUNK_SLOTS + 10, 100)  # stays inside chunk 1
+    second = checkpointer.save(2000, {"n": 2})
+    assert sorted(p.name for p in tmp_path.glob("chunk-*")) == ["chunk-00000-1000.npz", "chunk-00001-1000.npz",
+                                                                "chunk-00001-2000.npz"]
+    assert second["bytes"] < first["bytes"]
+    manifest = json.loads((tmp_path / "replay-2000.json").read_text())
+    assert manifest["chunks"] == {"0": "chunk-00000-1000.npz", "1": "chunk-00001-2000.npz"}
+
+
+def test_restore_brings_back_replay_counters_rng_and_loop_state(tmp_path):
+    agent, replay = _parts()
+    _fill(replay, 0, 5000)
+    Checkpointer(tmp_path, agent, replay).save(5000, {"frame": np.arange(3)})
+    expected = replay.sample(64)
+    agent2, replay2 = _parts(seed=99)
+    steps, state = Checkpointer(tmp_path, agent2, replay2).restore_latest()
+    assert steps == 5000 and state["frame"].tolist() == [0, 1, 2] and len(replay2) == len(replay)
+    for a, b in zip(expected, replay2.sample(64)):  # same contents and the same sampling RNG position
+        np.testing.assert_array_equal(a, b)
+
+
+def test_keeps_two_complete_checkpoints_and_prunes_the_rest(tmp_path):
+    agent, replay = _parts()
+    checkpointer = Checkpointer(tmp_path, agent, replay)
+    for step in (1, 2, 3, 4):
+        _fill(replay, step * 1000, 1000)
+        checkpointer.save(step * 1000, {})
+    assert checkpointer.complete_steps() == [4000, 3000]
+    assert not list(tmp_path.glob("*-1000*")) and not list(tmp_path.glob("*-2000.*"))
+
+
+@pytest.mark.parametrize("damage", ["truncate_tf", "corrupt_chunk", "delete_state"])
+def test_a_broken_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys, damage):
+    agent, replay = _parts()
+    checkpointer = Checkpointer(tmp_path, agent, replay)
+    _fill(replay, 0, 3000)
+    checkpointer.save(3000, {"at": 3000})
+    _fill(replay, 3000, 3000)
+    checkpointer.save(6000, {"at": 6000})
+    if damage == "truncate_tf":
+        data = next(tmp_path.glob("ckpt-6000.data-*"))
+        data.write_bytes(data.read_bytes()[:100])
+    elif damage == "corrupt_chunk":
+        (tmp_path / "chunk-00000-6000.npz").write_bytes(b"not a zip file")
+    else:
+        (tmp_path / "state-6000.pkl").unlink()
+    agent2, replay2 = _parts()
+    steps, state = Checkpointer(tmp_path, agent2, replay2).restore_latest()
+    assert (steps, state) == (3000, {"at": 3000})
+    warning = capsys.readouterr().err
+    assert "checkpoint at env step 6000" in warning and "falling back" in warning
+    assert not (tmp_path / "ckpt-6000.complete").exists()  # no longer counted as complete
+
+
+def test_a_checkpoint_without_its_marker_does_not_exist(tmp_path):
+    agent, replay = _parts()
+    checkpointer = Checkpointer(tmp_path, agent, replay)
+    _fill(replay, 0, 100)
+    checkpointer.save(100, {"at": 100})
+    checkpointer.save(200, {"at": 200})
+    (tmp_path / "ckpt-200.complete").unlink()  # as if killed before the marker was written
+    assert Checkpointer(tmp_path, *_parts()).restore_latest()[0] == 100

@@ -1,0 +1,119 @@
+"""Stop, kill, fault and resume real `python -m tfdqn.train` processes."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO, TINY, run_module
+
+
+def _start(*args):
+    return subprocess.Popen([sys.executable, "-m", "tfdqn.train", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def _wait_for(path, process, timeout=120):
+    deadline = time.time() + timeout
+    while not path.exists():
+        assert process.poll() is None, process.communicate()
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole_run, tmp_path):
+    process = _start(*TINY, "--seed", "3", "--logdir", str(tmp_path), "--run-name", "killed")
+    run_dir = tmp_path / "killed"
+    _wait_for(run_dir / "checkpoints" / "ckpt-1000.complete", process)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert process.returncode == -signal.SIGKILL
+    result = run_module("tfdqn.train", "--resume", str(run_dir), "--quiet")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["env_steps"] == 1500 and summary["resumed_from_env_steps"] >= 1000
+    uninterrupted = cartpole_run[0]
+    assert (run_dir / "episodes.csv").read_text() == (uninterrupted / "episodes.csv").read_text()
+    assert summary["final_eval_returns"] == json.loads((uninterrupted / "summary.json").read_text())["final_eval_returns"]
+
+
+@pytest.mark.slow
+def test_resume_extends_total_steps(tmp_path):
+    args = ["--env", "CartPole", "--total-steps", "600", "--learning-starts", "200", "--quiet",
+            "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "r"]
+    assert run_module("tfdqn.train", *args).returncode == 0
+    result = run_module("tfdqn.train", "--resume", str(tmp_path / "r"), "--total-steps", "900", "--quiet")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert (summary["env_steps"], summary["resumed_from_env_steps"], summary["updates"]) == (900, 600, 700)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_checkpoints_and_exits_cleanly_within_seconds(tmp_path, signum, code):
+    process = _start("--env", "CartPole", "--total-steps", "100000", "--checkpoint-every", "500", "--quiet",
+                     "--logdir", str(tmp_path), "--run-name", "s")
+    _wait_for(tmp_path / "s" / "checkpoints" / "ckpt-500.complete", process)
+    sent = time.time()
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=30)
+    assert time.time() - sent < 10 and process.returncode == code
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert summary["stopped_by"] == signal.Signals(signum).name
+    assert (tmp_path / "s" / "checkpoints" / f"ckpt-{summary['env_steps']}.complete").exists()
+    assert f"--resume {tmp_path / 's'}" in stderr and "Traceback" not in stderr
+
+
+@pytest.mark.slow
+def test_a_second_sigint_exits_at_once(tmp_path):
+    process = _start("--env", "CartPole", "--total-steps", "100000", "--checkpoint-every", "500", "--quiet",
+                     "--logdir", str(tmp_path), "--run-name", "s")
+    _wait_for(tmp_path / "s" / "checkpoints" / "ckpt-500.complete", process)
+    process.send_signal(signal.SIGINT)
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=10)
+    assert process.returncode == 130
+
+
+@pytest.mark.slow
+def test_nan_loss_halts_with_the_env_step_and_keeps_the_last_good_checkpoint(tmp_path):
+    result = run_module("tfdqn.train", "--env", "tests.faulty_envs:NanRewardAfter-v0", "--total-steps", "4000",
+                        "--learning-starts", "200", "--checkpoint-every", "1000", "--set", "run.log_every=100",
+                        "--quiet", "--logdir", str(tmp_path), "--run-name", "nan")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "NaN or Inf at update" in lines[0], result.stderr
+    step = int(re.search(r"env step (\d+)\)", lines[0]).group(1))
+    assert 1201 <= step <= 1300  # rewards turn NaN after step 1200; the log every 100 steps catches it
+    checkpoints = tmp_path / "nan" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.glob("*.complete")) == ["ckpt-1000.complete"]
+    evaluation = run_module("tfdqn.evaluate", str(tmp_path / "nan"), "--episodes", "1")
+    assert evaluation.returncode == 0, evaluation.stderr  # the kept checkpoint loads
+
+
+@pytest.mark.slow
+def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path):
+    mount = tmp_path / "small_disk"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "5000", "--checkpoint-every", "1000",
+                            "--quiet", "--logdir", str(mount), "--run-name", "full")
+        assert result.returncode == 1
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "could not be written" in lines[0] and "is intact" in lines[0], result.stderr
+        assert "No space left on device" in lines[0]
+        checkpoints = mount / "full" / "checkpoints"
+        kept = sorted(p.name for p in checkpoints.glob("*.complete"))
+        assert kept and not list(checkpoints.glob("*.tmp"))
+        evaluation = run_module("tfdqn.evaluate", str(mount / "full"), "--episodes", "1")
+        assert evaluation.returncode == 0, evaluation.stderr
+    finally:
+        subprocess.run(["umount", str(mount)])
