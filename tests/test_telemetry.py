@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from tests.conftest import tensorboard_events
+from tfdqn.logger import read_scalars
 from tfdqn.telemetry import PhaseTimer
 
 
@@ -35,6 +36,6 @@ def test_phase_shares_of_a_real_run_sum_to_one(cartpole_run):
     assert len(per_step) >= 3
     for total in per_step.values():
         assert total == pytest.approx(1.0, abs=0.02)
-    busy = [float(tf.make_ndarray(e.tensor_proto)) for e in events.Tensors("perf/learner_busy_share")]
+    busy = [value for _, value in read_scalars(cartpole_run[0], "perf/learner_busy_share")]
     assert all(0.0 <= b <= 1.0 for b in busy) and max(busy) > 0.05
     assert {"system/cpu_util", "system/rss_bytes"} <= set(events.Tags()["tensors"])

@@ -33,3 +33,14 @@ class Logger:
 
     def close(self) -> None:
         self._writer.close()
+
+
+def read_scalars(run_dir: pathlib.Path, tag: str) -> list[tuple[int, float]]:
+    """(step, value) pairs of one tag from a run's event files: for tools, plots and tests."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
+    events.Reload()
+    if tag not in events.Tags()["tensors"]:
+        return []
+    return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]

@@ -1,0 +1,70 @@
+"""Measure what a checkpoint costs with a full Atari replay: seconds and bytes per save.
+
+    python tools/checkpoint_cost.py [--capacity 1000000] [--new 250000 10000] [--dir DIR]
+
+Fills a ReplayRing of 84x84 frames to capacity, saves a first (full) checkpoint with the Nature-CNN
+agent, then adds each --new count of transitions and saves again: only the replay chunks written since
+the previous save are written, so a save costs time in proportion to the new data. Prints a table and
+JSON. The checkpoint folder is deleted afterwards unless --dir is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import shutil
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tfdqn.agent import make_agent  # noqa: E402
+from tfdqn.checkpoint import Checkpointer  # noqa: E402
+from tfdqn.config import CONFIG_DIR, build_config  # noqa: E402
+from tfdqn.replay import ReplayRing  # noqa: E402
+
+
+def add_transitions(replay: ReplayRing, count: int, frames: np.ndarray, start: int) -> None:
+    for t in range(start, start + count):
+        frame = frames[t % len(frames)][None]
+        replay.add(frame, [t % 4], [0.0], [t % 1000 == 999], [False], frame)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--capacity", type=int, default=1_000_000, help="replay transitions")
+    parser.add_argument("--new", type=int, nargs="+", default=[250_000, 10_000],
+                        help="transitions added before each later save")
+    parser.add_argument("--dir", help="checkpoint folder to keep (default: a temporary one, deleted)")
+    args = parser.parse_args()
+    config = build_config([CONFIG_DIR / "atari.yaml"], {"replay.capacity": args.capacity})
+    frames = np.random.default_rng(0).integers(0, 256, (64, 84, 84), dtype=np.uint8)
+    replay = ReplayRing(config.replay.capacity, (84, 84), np.uint8, 4)
+    agent = make_agent(config, replay.observation_shape, np.uint8, 4)
+    folder = pathlib.Path(args.dir or tempfile.mkdtemp(prefix="tfdqn-ckpt-"))
+    checkpointer = Checkpointer(folder, agent, replay)
+    started = time.perf_counter()
+    add_transitions(replay, args.capacity, frames, 0)
+    rows = [{"save": "first (full replay)", "new_transitions": args.capacity,
+             "fill_seconds": round(time.perf_counter() - started, 1)}]
+    rows[0].update(checkpointer.save(args.capacity, {}))
+    step = args.capacity
+    for count in args.new:
+        add_transitions(replay, count, frames, step)
+        step += count
+        rows.append({"save": "incremental", "new_transitions": count, **checkpointer.save(step, {})})
+    if not args.dir:
+        shutil.rmtree(folder)
+    print(f"replay: {args.capacity:,} transitions, {replay.nbytes:,} bytes")
+    print("| save | new transitions | seconds | bytes written |\n|---|---|---|---|")
+    for row in rows:
+        print(f"| {row['save']} | {row['new_transitions']:,} | {row['seconds']:.2f} | {row['bytes']:,} |")
+    print(json.dumps({"replay_capacity": args.capacity, "replay_bytes": replay.nbytes, "saves": rows}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""Plot a run's learning curve: training episode returns (raw, whole games) and evaluation returns.
+
+    python tools/plot_learning_curve.py RUN_DIR --out docs/breakout_learning_curve.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import pathlib
+
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+
+def training_returns(run_dir: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:
+    rows = list(csv.DictReader((run_dir / "episodes.csv").open()))
+    return np.array([int(r["env_steps"]) for r in rows]), np.array([float(r["return"]) for r in rows])
+
+
+def eval_returns(run_dir: pathlib.Path) -> tuple[list, list]:
+    """`charts/eval_return` from the run's TensorBoard events (periodic evaluations)."""
+    from tfdqn.logger import read_scalars
+
+    points = read_scalars(run_dir, "charts/eval_return")
+    return [step for step, _ in points], [value for _, value in points]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--window", type=int, default=50, help="episodes in the moving average")
+    parser.add_argument("--final", type=float, help="final evaluation mean to mark at the last step")
+    parser.add_argument("--random", type=float, help="random policy's mean under the same protocol")
+    args = parser.parse_args()
+    run_dir = pathlib.Path(args.run_dir)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    steps, returns = training_returns(run_dir)
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    ax.plot(steps, returns, ".", alpha=0.15, color="tab:blue", label="training episode (raw return)")
+    if len(returns) >= args.window:
+        mean = np.convolve(returns, np.ones(args.window) / args.window, mode="valid")
+        ax.plot(steps[args.window - 1:], mean, color="tab:blue", label=f"training, mean of {args.window} episodes")
+    eval_steps, eval_values = eval_returns(run_dir)
+    if eval_steps:
+        ax.plot(eval_steps, eval_values, "o-", color="tab:orange", label="evaluation (epsilon 0.05)")
+    if args.final is not None:
+        ax.plot([steps[-1]], [args.final], "*", markersize=14, color="tab:red", label="final evaluation")
+    if args.random is not None:
+        ax.axhline(args.random, linestyle="--", color="gray", label="random policy")
+    ax.set(xlabel="agent steps", ylabel="return (raw game score)", title=run_dir.name)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out, dpi=110)
+    print(args.out)
+
+
+if __name__ == "__main__":
+    main()

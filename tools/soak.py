@@ -1,0 +1,66 @@
+"""Soak: a long CartPole run's resident memory, sampled every log interval, before and after the
+replay fills. Flat RSS after the fill means nothing grows per step.
+
+    python tools/soak.py --steps 200000 --capacity 20000 --out DIR
+
+Writes DIR/soak.csv (env step, RSS), DIR/soak.png and prints the growth after the fill as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tfdqn.config import CONFIG_DIR, build_config  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=200_000)
+    parser.add_argument("--capacity", type=int, default=20_000, help="replay transitions (fills early)")
+    parser.add_argument("--training-interval", type=int, default=4)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    config = build_config([CONFIG_DIR / "cartpole.yaml"], {
+        "run.total_steps": args.steps, "replay.capacity": args.capacity,
+        "run.training_interval": args.training_interval, "run.log_every": max(args.steps // 200, 1),
+        "run.checkpoint_every": max(args.steps // 4, 1), "run.final_eval_episodes": 1})
+    from tfdqn.logger import read_scalars
+    from tfdqn.loop import train
+
+    summary = train(config, out / "run", quiet=True)
+    points = read_scalars(out / "run", "system/rss_bytes")
+    with (out / "soak.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["env_steps", "rss_bytes"])
+        writer.writerows(points)
+    after_fill = [rss for step, rss in points if step >= 2 * args.capacity]
+    growth = (after_fill[-1] - after_fill[0]) if after_fill else None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    ax.plot([p[0] for p in points], [p[1] / 2**20 for p in points])
+    ax.axvline(args.capacity, linestyle="--", color="gray", label="replay full")
+    ax.set(xlabel="env steps", ylabel="RSS (MiB)", title=f"CartPole soak, {args.steps:,} steps")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(out / "soak.png", dpi=110)
+    print(json.dumps({"env_steps": summary["env_steps"], "replay_capacity": args.capacity,
+                      "rss_mib_after_fill_first": round(after_fill[0] / 2**20, 1) if after_fill else None,
+                      "rss_mib_last": round(points[-1][1] / 2**20, 1),
+                      "rss_growth_mib_after_fill": round(growth / 2**20, 1) if growth is not None else None,
+                      "wall_seconds": summary["wall_seconds"]}))
+
+
+if __name__ == "__main__":
+    main()
