@@ -23,7 +23,7 @@ def run_cmd():
     return run_module
 
 
-def tensorboard_events(run_dir) -> "EventAccumulator":
+def tensorboard_events(run_dir):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})

@@ -88,3 +88,16 @@ def test_a_checkpoint_without_its_marker_does_not_exist(tmp_path):
     checkpointer.save(200, {"at": 200})
     (tmp_path / "ckpt-200.complete").unlink()  # as if killed before the marker was written
     assert Checkpointer(tmp_path, *_parts()).restore_latest()[0] == 100
+
+
+def test_saving_a_step_again_and_leftovers_of_a_killed_save(tmp_path):
+    agent, replay = _parts()
+    checkpointer = Checkpointer(tmp_path, agent, replay)
+    _fill(replay, 0, 100)
+    checkpointer.save(100, {"at": 100})
+    (tmp_path / "ckpt-150_temp").mkdir()  # what TensorFlow leaves when killed mid-save
+    (tmp_path / "state-150.pkl.tmp").write_bytes(b"half")
+    checkpointer.save(200, {"at": "first"})
+    checkpointer.save(200, {"at": "second"})  # a resumed run reaching a step it saved before
+    assert not (tmp_path / "ckpt-150_temp").exists() and not (tmp_path / "state-150.pkl.tmp").exists()
+    assert Checkpointer(tmp_path, *_parts()).restore_latest() == (200, {"at": "second"})

@@ -271,3 +271,17 @@ def test_add_names_an_argument_without_the_stream_axis():
     ring = ReplayRing(16, FRAME_SHAPE, np.int32, num_streams=2)
     with pytest.raises(ValueError, match="frame has shape"):
         ring.add(_frame(1), [0, 0], [0.0, 0.0], [False, False], [False, False], _frame(2))
+
+
+def test_cut_episodes_ends_the_open_episode_as_a_truncation():
+    ring = ReplayRing(64, (2,), np.int32, stack_size=2, seed=0)
+    for t in range(1, 6):
+        ring.add(np.full((1, 2), t), [0], [1.0], [False], [False], np.full((1, 2), t + 1))
+    ring.cut_episodes(np.full((1, 2), 6))  # a resume abandons this game at frame 6
+    ring.add(np.full((1, 2), 100), [1], [2.0], [False], [False], np.full((1, 2), 101))
+    ring.add(np.full((1, 2), 101), [1], [2.0], [False], [False], np.full((1, 2), 102))
+    batch = ring.gather(np.flatnonzero(ring.is_sampleable(np.arange(ring.capacity))))
+    last_old = np.flatnonzero(batch.observation[:, -1, 0] == 5)[0]
+    assert batch.discount[last_old] == 1.0 and batch.next_observation[last_old, -1, 0] == 6
+    first_new = np.flatnonzero(batch.observation[:, -1, 0] == 100)[0]
+    assert batch.observation[first_new, 0, 0] == 0  # zero padding: no frame of the old game leaks in

@@ -25,5 +25,6 @@ def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, n
     online, target = build(), build()
     actor = Actor(online, num_actions, config.exploration, observation_shape, observation_dtype,
                   seed=config.run.seed)
-    learner = Learner(online, target, config.learner, observation_shape, observation_dtype)
+    learner = Learner(online, target, config.learner, observation_shape, observation_dtype,
+                      env_steps=actor.env_steps)
     return Agent(online, target, actor, learner)

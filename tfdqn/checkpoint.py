@@ -20,6 +20,7 @@ import os
 import pathlib
 import pickle
 import re
+import shutil
 import sys
 import time
 import zipfile
@@ -78,6 +79,8 @@ class Checkpointer:
     def save(self, env_steps: int, loop_state: dict) -> dict:
         """Write checkpoint `env_steps`; returns {"seconds", "bytes"} of the save."""
         started, written = time.perf_counter(), 0
+        # Saving a step that was saved before (a resume that repeats steps): it stops counting first.
+        (self.directory / f"ckpt-{env_steps}.complete").unlink(missing_ok=True)
         prefix = self._manager.save(checkpoint_number=env_steps)
         written += sum(p.stat().st_size for p in self.directory.glob(f"{pathlib.Path(prefix).name}.*"))
         if self._replay is not None:
@@ -94,8 +97,12 @@ class Checkpointer:
         return {"seconds": time.perf_counter() - started, "bytes": written}
 
     def _prune(self) -> None:
-        """Delete every file that no kept complete checkpoint needs (old ones, half-written ones)."""
+        """Delete every file that no kept complete checkpoint needs (old ones, half-written ones,
+        temporary files of an interrupted save). Markers go first, so an interrupted prune never
+        leaves a marker whose files are gone; a file that will not go is left for the next save."""
         kept = self.complete_steps()[: self._keep]
+        for step in self.complete_steps()[self._keep:]:
+            (self.directory / f"ckpt-{step}.complete").unlink(missing_ok=True)
         needed = {f"ckpt-{s}.complete" for s in kept} | {f"replay-{s}.json" for s in kept}
         needed |= {f"state-{s}.pkl" for s in kept} | {"checkpoint"}
         for s in kept:
@@ -104,37 +111,52 @@ class Checkpointer:
             if manifest.exists():
                 needed |= set(json.loads(manifest.read_text())["chunks"].values())
         for path in self.directory.iterdir():
-            if path.name not in needed and not path.name.endswith(".tmp"):
-                path.unlink(missing_ok=True)
+            if path.name in needed:
+                continue
+            try:
+                shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+            except OSError as error:
+                print(f"warning: could not delete old checkpoint file {path}: {error.strerror}", file=sys.stderr)
 
-    def restore_latest(self, with_loop_state: bool = True) -> tuple[int, dict | None]:
+    def restore_latest(self, with_loop_state: bool = True, mark_broken: bool = True) -> tuple[int, dict | None]:
         """Restore the newest complete checkpoint that loads; warn about each broken one skipped.
 
         Returns (env_steps, loop_state); raises UserError when no complete checkpoint loads.
-        Evaluation needs only the networks: `with_loop_state=False` and no replay skip the rest."""
+        Evaluation needs only the networks (`with_loop_state=False`, no replay) and leaves the run
+        folder as it is (`mark_broken=False`); training renames a broken marker so it stops counting."""
         for env_steps in self.complete_steps():
             try:
                 return env_steps, self._restore(env_steps, with_loop_state)
-            except (tf.errors.OpError, ValueError, OSError, KeyError, IndexError, EOFError, zipfile.BadZipFile,
-                    pickle.UnpicklingError, json.JSONDecodeError) as error:
+            except (tf.errors.OpError, ValueError, OSError, KeyError, IndexError, EOFError, AssertionError,
+                    AttributeError, ImportError, zipfile.BadZipFile, pickle.UnpicklingError) as error:
                 print(f"warning: checkpoint at env step {env_steps} in {self.directory} is broken "
                       f"({error.__class__.__name__}); falling back to the one before it", file=sys.stderr)
-                marker = self.directory / f"ckpt-{env_steps}.complete"
-                marker.replace(marker.with_suffix(".broken"))  # no longer counts; pruned by the next save
+                if mark_broken:
+                    marker = self.directory / f"ckpt-{env_steps}.complete"
+                    try:
+                        marker.replace(marker.with_suffix(".broken"))  # pruned by the next save
+                    except OSError:
+                        pass
         raise UserError(f"no complete checkpoint in {self.directory}; allowed: a run folder written by tfdqn.train "
                         f"that saved at least one checkpoint")
 
     def _restore(self, env_steps: int, with_loop_state: bool) -> dict | None:
+        """Small files are read before anything is changed; the ring is rewritten whole (chunks the
+        checkpoint lists are loaded, the others zeroed), so a failed attempt leaves nothing stale."""
+        loop_state = None
+        if with_loop_state:
+            with open(self.directory / f"state-{env_steps}.pkl", "rb") as f:
+                loop_state = pickle.load(f)
+        manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text()) if self._replay is not None else None
         self._tf.restore(str(self.directory / f"ckpt-{env_steps}")).expect_partial().assert_existing_objects_matched()
         if self._replay is not None:
-            manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text())
             chunks = {int(c): name for c, name in manifest["chunks"].items()}
-            for chunk, name in chunks.items():
-                with np.load(self.directory / name) as arrays:
+            for chunk in range(self._replay.num_chunks):
+                if chunk not in chunks:
+                    self._replay.clear_chunk(chunk)
+                    continue
+                with np.load(self.directory / chunks[chunk]) as arrays:
                     self._replay.load_chunk(chunk, arrays)
             self._replay.load_counters(manifest["counters"])
             self._chunk_files = chunks
-        if not with_loop_state:
-            return None
-        with open(self.directory / f"state-{env_steps}.pkl", "rb") as f:
-            return pickle.load(f)
+        return loop_state

@@ -270,9 +270,13 @@ def validate(c: DQNConfig) -> None:
            "auto, mlp, nature_cnn")
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")
-    if c.replay.batch_size > c.replay.capacity:
-        raise UserError(f"config key replay.batch_size = {c.replay.batch_size} is larger than "
-                        f"replay.capacity = {c.replay.capacity}; allowed: batch_size <= capacity")
+    # The ring also holds each episode's final frame and refuses its newest slot and the oldest
+    # stack's history, so a batch needs some slack beyond batch_size.
+    least = c.replay.batch_size + c.env.frame_stack + 1
+    if c.replay.capacity < least:
+        raise UserError(f"config key replay.batch_size = {c.replay.batch_size} does not fit in "
+                        f"replay.capacity = {c.replay.capacity}; allowed: capacity >= batch_size + frame_stack + 1 "
+                        f"= {least}")
 
 
 def to_dict(config: DQNConfig) -> dict:

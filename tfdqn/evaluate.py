@@ -47,7 +47,9 @@ def _main(args: argparse.Namespace) -> int:
 
     env, spec = make_env(config.env, seed=args.seed, evaluation=True, render=bool(args.video))
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
-    env_steps, _ = Checkpointer(run_dir / "checkpoints", agent).restore_latest(with_loop_state=False)
+    env_steps, _ = Checkpointer(run_dir / "checkpoints", agent).restore_latest(with_loop_state=False,
+                                                                               mark_broken=False)
+    agent.actor.generator.reset_from_seed(args.seed)  # the checkpoint restored the training RNG
     recorder = VideoRecorder(pathlib.Path(args.video)) if args.video else None
     returns = run_episodes(env, spec, agent.actor, args.episodes, epsilon,
                            on_step=recorder.capture if recorder else None)

@@ -8,18 +8,20 @@ from tfdqn.envs import EnvSpec
 from tfdqn.stacking import FrameStack
 
 
-def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float, on_step=None) -> list[float]:
-    """Play `episodes` whole games; `on_step(env)` is called after every step (video recording)."""
+def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float, on_step=None,
+                 should_stop=None) -> list[float]:
+    """Play `episodes` whole games and return their raw returns. `on_step(env, info)` is called after
+    every step (video recording); `should_stop()` ends the evaluation early (a stop signal)."""
     stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
     epsilon = tf.constant(epsilon, tf.float32)
     returns = []
     frame, _ = env.reset()
     stack.reset(0, frame)
-    while len(returns) < episodes:
+    while len(returns) < episodes and not (should_stop and should_stop()):
         action = int(actor.act_with_epsilon(stack.observation, epsilon).numpy()[0])
         frame, _, terminated, truncated, info = env.step(action)
         if on_step is not None:
-            on_step(env)
+            on_step(env, info)
         if "episode" in info:
             returns.append(float(np.asarray(info["episode"]["r"]).item()))
         if terminated or truncated:

@@ -32,14 +32,16 @@ class Learner:
     the graph. It returns tensors; Python reads them only when it logs."""
 
     def __init__(self, online: keras.Model, target: keras.Model, config: LearnerConfig,
-                 observation_shape: tuple, observation_dtype):
+                 observation_shape: tuple, observation_dtype, env_steps: tf.Variable | None = None):
         self.online = online
         self.target = target
         self._config = config
         self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
-        # The first update whose loss was NaN or Inf (0: none yet), recorded in the graph so that
-        # watching for divergence costs no device-to-host copy per update.
+        # The first update whose loss was NaN or Inf (0: none yet) and the env step it ran at (read
+        # from the actor's counter), recorded in the graph: watching for divergence copies nothing per update.
         self.first_nonfinite_update = tf.Variable(0, dtype=tf.int64, trainable=False, name="first_nonfinite_update")
+        self.first_nonfinite_env_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="first_nonfinite_step")
+        self._env_steps = env_steps if env_steps is not None else tf.Variable(0, dtype=tf.int64, trainable=False)
         self.optimizer = make_optimizer(config)
         self.optimizer.build(online.trainable_variables)
         self._sync_target()
@@ -68,6 +70,7 @@ class Learner:
         self.updates.assign_add(1)
         if not tf.math.is_finite(loss) and self.first_nonfinite_update == 0:
             self.first_nonfinite_update.assign(self.updates)
+            self.first_nonfinite_env_step.assign(self._env_steps)
         if self.updates % c.target_update_period == 0:
             self._sync_target()
         return {"td_loss": loss, "q_values": tf.reduce_mean(tf.reduce_max(q_tm1, axis=-1))}

@@ -104,8 +104,11 @@ def _perf_summary(shares: dict, env_steps: int, updates: int, system: dict) -> d
             **{f"perf/{k}": v for k, v in shares.items() if k.startswith("share_")}, **system}
 
 
-def _picklable(env):
-    """The env itself where it pickles (pure-Python envs resume mid-episode), else None."""
+def _picklable(env, is_atari: bool):
+    """The env itself where it pickles faithfully (pure-Python envs resume mid-episode), else None.
+    ALE's emulator does not pickle with its RNG, so Atari runs start a new game on resume."""
+    if is_atari:
+        return None
     try:
         pickle.dumps(env)
     except (pickle.PicklingError, TypeError, AttributeError):
@@ -113,13 +116,13 @@ def _picklable(env):
     return env
 
 
-def _check_finite(agent, run, env_steps: int, last_checkpoint: int | None) -> None:
+def _check_finite(agent, last_checkpoint: int | None) -> None:
     """Stop with the env step where the TD loss first became NaN or Inf; never checkpoint past it."""
     bad_update = int(agent.learner.first_nonfinite_update.numpy())
     if bad_update:
-        step = run.learning_starts + bad_update * run.training_interval
+        step = int(agent.learner.first_nonfinite_env_step.numpy())
         kept = f"the last good checkpoint (env step {last_checkpoint}) is kept" if last_checkpoint else "no checkpoint"
-        raise RunFailure(f"the TD loss became NaN or Inf at update {bad_update} (env step {min(step, env_steps)}); "
+        raise RunFailure(f"the TD loss became NaN or Inf at update {bad_update} (env step {step}); "
                          f"{kept}; check the rewards or lower learner.learning_rate")
 
 
@@ -143,13 +146,11 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     start_step, updates_done, last_checkpoint = 0, 0, None
     if resume:
         start_step, state = checkpointer.restore_latest()
-        if start_step > run.total_steps:
-            raise RunFailure(f"the newest checkpoint is at env step {start_step}, past run.total_steps = "
-                             f"{run.total_steps}; pass a larger --total-steps to extend the run")
         updates_done, last_checkpoint, stack = state["updates_done"], start_step, state["stack"]
         frame, env = state["frame"], state["env"] or env
         eval_env = state["eval_env"]
-        if state["env"] is None:  # an env that does not pickle starts a new game from a seed of its own
+        if state["env"] is None:  # an env that does not pickle starts a new game from a seed of its own,
+            replay.cut_episodes(frame[None])  # and its unfinished episode ends as a truncation
             frame, _ = env.reset(seed=run.seed + start_step)
             stack.reset(0, frame)
         print(f"resumed from env step {start_step} ({updates_done} updates)", flush=True)
@@ -172,124 +173,136 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
 
     def save(env_steps: int) -> None:
         nonlocal last_checkpoint, checkpoint_cost
-        _check_finite(agent, run, env_steps, last_checkpoint)
-        state = {"updates_done": updates_done, "frame": frame, "stack": stack, "env": _picklable(env),
-                 "eval_env": _picklable(eval_env) if eval_env is not None else None}
+        _check_finite(agent, last_checkpoint)
+        state = {"updates_done": updates_done, "frame": frame, "stack": stack, "env": _picklable(env, spec.is_atari),
+                 "eval_env": _picklable(eval_env, spec.is_atari) if eval_env is not None else None}
         try:
             checkpoint_cost = checkpointer.save(env_steps, state)
-        except OSError as error:
+        except (OSError, tf.errors.OpError) as error:
             kept = f"env step {last_checkpoint}" if last_checkpoint else "none"
-            raise RunFailure(f"checkpoint at env step {env_steps} could not be written ({error.strerror or error}); "
+            reason = getattr(error, "strerror", None) or getattr(error, "message", None) or str(error)
+            raise RunFailure(f"checkpoint at env step {env_steps} could not be written ({reason.splitlines()[0]}); "
                              f"the previous complete checkpoint ({kept}) is intact") from None
         last_checkpoint = env_steps
 
     env_steps, updates_at_start = start_step, updates_done
     with StopRequest() as stop:
-        while env_steps < run.total_steps and not stop.requested:
-            env_steps += 1
-            profiler.at(env_steps)
-            t = time.perf_counter()
-            action = agent.actor.act(stack.observation).numpy()
-            t = timer.add("act", t)
-            next_frame, reward, terminated, truncated, info = env.step(int(action[0]))
-            t = timer.add("env_step", t)
-            replay.add(frame[None], action, np.float32([reward]), np.bool_([terminated]), np.bool_([truncated]),
-                       next_frame[None])
-            if terminated or truncated:
-                next_frame, _ = env.reset()
-                stack.reset(0, next_frame)
+        try:
+            while env_steps < run.total_steps and not stop.requested:
+                env_steps += 1
+                profiler.at(env_steps)
+                t = time.perf_counter()
+                action = agent.actor.act(stack.observation).numpy()
+                t = timer.add("act", t)
+                next_frame, reward, terminated, truncated, info = env.step(int(action[0]))
+                t = timer.add("env_step", t)
+                replay.add(frame[None], action, np.float32([reward]), np.bool_([terminated]), np.bool_([truncated]),
+                           next_frame[None])
+                if terminated or truncated:
+                    next_frame, _ = env.reset()
+                    stack.reset(0, next_frame)
+                else:
+                    stack.push(next_frame[None])
+                frame = next_frame
+                episodes.record(env_steps, info)
+                window["env_steps"] += 1
+                t = timer.add("replay_add", t)
+
+                due = updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done
+                while due > 0 and replay.can_sample(config.replay.batch_size):
+                    batch = replay.sample(config.replay.batch_size)
+                    t = timer.add("replay_sample", t)
+                    metrics = agent.learner.update(*batch)
+                    metrics["td_loss"].numpy()  # wait for the device: the update's time is charged to it
+                    t = timer.add("update", t)
+                    updates_done += 1
+                    window["updates"] += 1
+                    due -= 1
+
+                if env_steps % run.log_every == 0 or env_steps == run.total_steps:
+                    _check_finite(agent, last_checkpoint)
+                    timer.add("log", t)
+                    shares = timer.window_shares()  # closes the window; what follows is charged to the next
+                    t = time.perf_counter()
+                    system = sampler.drain()
+                    for key, value in system.items():
+                        system_means[key].append(value)
+                    values = {
+                        **episodes.drain(),
+                        "charts/epsilon": agent.actor.epsilon().numpy(),
+                        "losses/td_loss": metrics["td_loss"].numpy() if metrics else None,
+                        "losses/q_values": metrics["q_values"].numpy() if metrics else None,
+                        **_perf_summary(shares, window["env_steps"], window["updates"], system),
+                    }
+                    if checkpoint_cost:
+                        values.update({"perf/checkpoint_seconds": checkpoint_cost["seconds"],
+                                       "perf/checkpoint_bytes": checkpoint_cost["bytes"]})
+                        checkpoint_cost = None
+                    logger.scalars(env_steps, values)
+                    recent = np.mean(episodes.recent) if episodes.recent else float("nan")
+                    bar.set_postfix(steps_per_s=f"{values['perf/env_steps_per_sec']:.0f}", ret=f"{recent:.1f}",
+                                    eps=f"{values['charts/epsilon']:.3f}", refresh=False)
+                    bar.update(env_steps - bar.n)
+                    window = {"env_steps": 0, "updates": 0}
+                    t = timer.add("log", t)
+
+                if run.eval_every and env_steps % run.eval_every == 0:
+                    eval_env = eval_env or make_env(config.env, seed=run.seed + EVAL_SEED_OFFSET, evaluation=True)[0]
+                    returns = run_episodes(eval_env, spec, agent.actor, run.eval_episodes,
+                                           config.exploration.eval_epsilon, should_stop=lambda: stop.requested)
+                    if returns:
+                        logger.scalars(env_steps, {"charts/eval_return": np.mean(returns)})
+                    t = timer.add("eval", t)
+
+                if (run.checkpoint_every and env_steps % run.checkpoint_every == 0) or env_steps == run.total_steps:
+                    save(env_steps)
+                    timer.add("checkpoint", t)
+            if stop.requested:
+                stopped_by = signal.Signals(stop.signal_number).name
+                if last_checkpoint != env_steps:
+                    save(env_steps)
+
+        finally:
+            wall = time.perf_counter() - started
+            run_shares = timer.run_shares()
+            profiler.stop()
+            sampler.stop()
+            bar.close()
+            episodes.close()
+        steps_run = env_steps - start_step
+        summary = {
+            "env_id": spec.env_id,
+            "seed": run.seed,
+            "env_steps": env_steps,
+            "updates": updates_done,
+            "training_interval": run.training_interval,
+            "episodes": episodes.count,
+            **({"resumed_from_env_steps": start_step} if resume else {}),
+            **({"stopped_by": stopped_by} if stopped_by else {}),
+            "wall_seconds": round(wall, 3),
+            "env_steps_per_sec": round(steps_run / wall, 2),
+            "updates_per_sec": round((updates_done - updates_at_start) / wall, 2),
+            "learner_busy_share": round(run_shares["share_update"], 4),
+            "phase_shares": {k.removeprefix("share_"): round(v, 4) for k, v in run_shares.items()},
+            "cpu_util": round(float(np.mean(system_means["system/cpu_util"])), 4) if system_means else None,
+            "rss_bytes_max": max(system_means["system/rss_bytes"], default=None),
+            "gpu": sampler.gpu,
+            **({"gpu_util": round(float(np.mean(system_means["system/gpu_util"])), 4)}
+               if "system/gpu_util" in system_means else {}),
+            "replay_capacity": config.replay.capacity,
+            "replay_bytes": int(replay.nbytes),
+        }
+        if not stopped_by:
+            final_env, _ = make_env(config.env, seed=run.seed + 2 * EVAL_SEED_OFFSET, evaluation=True)
+            returns = run_episodes(final_env, spec, agent.actor, run.final_eval_episodes,
+                                   config.exploration.eval_epsilon, should_stop=lambda: stop.requested)
+            if stop.requested:
+                summary["stopped_by"] = signal.Signals(stop.signal_number).name
             else:
-                stack.push(next_frame[None])
-            frame = next_frame
-            episodes.record(env_steps, info)
-            window["env_steps"] += 1
-            t = timer.add("replay_add", t)
-
-            due = updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done
-            while due > 0 and replay.can_sample(config.replay.batch_size):
-                batch = replay.sample(config.replay.batch_size)
-                t = timer.add("replay_sample", t)
-                metrics = agent.learner.update(*batch)
-                t = timer.add("update", t)
-                updates_done += 1
-                window["updates"] += 1
-                due -= 1
-
-            if env_steps % run.log_every == 0 or env_steps == run.total_steps:
-                _check_finite(agent, run, env_steps, last_checkpoint)
-                system = sampler.drain()
-                for key, value in system.items():
-                    system_means[key].append(value)
-                values = {
-                    **episodes.drain(),
-                    "charts/epsilon": agent.actor.epsilon().numpy(),
-                    "losses/td_loss": metrics["td_loss"].numpy() if metrics else None,
-                    "losses/q_values": metrics["q_values"].numpy() if metrics else None,
-                    **_perf_summary(timer.window_shares(), window["env_steps"], window["updates"], system),
-                }
-                if checkpoint_cost:
-                    values.update({"perf/checkpoint_seconds": checkpoint_cost["seconds"],
-                                   "perf/checkpoint_bytes": checkpoint_cost["bytes"]})
-                    checkpoint_cost = None
-                logger.scalars(env_steps, values)
-                recent = np.mean(episodes.recent) if episodes.recent else float("nan")
-                bar.set_postfix(steps_per_s=f"{values['perf/env_steps_per_sec']:.0f}", ret=f"{recent:.1f}",
-                                eps=f"{values['charts/epsilon']:.3f}", refresh=False)
-                bar.update(env_steps - bar.n)
-                window = {"env_steps": 0, "updates": 0}
-                t = timer.add("log", t)
-
-            if run.eval_every and env_steps % run.eval_every == 0:
-                eval_env = eval_env or make_env(config.env, seed=run.seed + EVAL_SEED_OFFSET, evaluation=True)[0]
-                returns = run_episodes(eval_env, spec, agent.actor, run.eval_episodes,
-                                       config.exploration.eval_epsilon)
-                logger.scalars(env_steps, {"charts/eval_return": np.mean(returns)})
-                t = timer.add("eval", t)
-
-            if (run.checkpoint_every and env_steps % run.checkpoint_every == 0) or env_steps == run.total_steps:
-                save(env_steps)
-                timer.add("checkpoint", t)
-        if stop.requested:
-            stopped_by = signal.Signals(stop.signal_number).name
-            if last_checkpoint != env_steps:
-                save(env_steps)
-
-    wall = time.perf_counter() - started
-    run_shares = timer.run_shares()
-    profiler.stop()
-    sampler.stop()
-    bar.close()
-    episodes.close()
-    steps_run = env_steps - start_step
-    summary = {
-        "env_id": spec.env_id,
-        "seed": run.seed,
-        "env_steps": env_steps,
-        "updates": updates_done,
-        "training_interval": run.training_interval,
-        "episodes": episodes.count,
-        **({"resumed_from_env_steps": start_step} if resume else {}),
-        **({"stopped_by": stopped_by} if stopped_by else {}),
-        "wall_seconds": round(wall, 3),
-        "env_steps_per_sec": round(steps_run / wall, 2),
-        "updates_per_sec": round((updates_done - updates_at_start) / wall, 2),
-        "learner_busy_share": round(run_shares["share_update"], 4),
-        "phase_shares": {k.removeprefix("share_"): round(v, 4) for k, v in run_shares.items()},
-        "cpu_util": round(float(np.mean(system_means["system/cpu_util"])), 4) if system_means else None,
-        "rss_bytes_max": max(system_means["system/rss_bytes"], default=None),
-        "gpu": sampler.gpu,
-        **({"gpu_util": round(float(np.mean(system_means["system/gpu_util"])), 4)}
-           if "system/gpu_util" in system_means else {}),
-        "replay_capacity": config.replay.capacity,
-        "replay_bytes": int(replay.nbytes),
-    }
-    if not stopped_by:
-        final_env, _ = make_env(config.env, seed=run.seed + 2 * EVAL_SEED_OFFSET, evaluation=True)
-        returns = run_episodes(final_env, spec, agent.actor, run.final_eval_episodes, config.exploration.eval_epsilon)
-        logger.scalars(env_steps, {"charts/final_eval_return": np.mean(returns)})
-        summary.update({"final_eval_epsilon": config.exploration.eval_epsilon, "final_eval_episodes": len(returns),
-                        "final_eval_return_mean": float(np.mean(returns)),
-                        "final_eval_return_std": float(np.std(returns)), "final_eval_returns": returns})
+                logger.scalars(env_steps, {"charts/final_eval_return": np.mean(returns)})
+                summary.update({"final_eval_epsilon": config.exploration.eval_epsilon,
+                                "final_eval_episodes": len(returns), "final_eval_return_mean": float(np.mean(returns)),
+                                "final_eval_return_std": float(np.std(returns)), "final_eval_returns": returns})
     logger.close()
     write_json(run_dir / "summary.json", summary)
     return summary

@@ -239,6 +239,21 @@ class ReplayRing:
         return {**{name: getattr(self, "_" + name).tolist() for name in PER_STREAM},
                 "rng": self._rng.bit_generator.state}
 
+    def clear_chunk(self, chunk: int) -> None:
+        """Zero a chunk that a restored checkpoint had not written yet (no stale flags survive)."""
+        for view in self.chunk_arrays(chunk).values():
+            view[...] = 0
+
+    def cut_episodes(self, final_frame) -> None:
+        """End every stream's episode where it stands, as a truncation: `final_frame` ([num_streams,
+        *frame_shape]) becomes the newest transition's next frame, and the next add() starts a new
+        episode. Used when a resumed run cannot continue its env's game and starts a new one."""
+        final_frame = self._per_stream("final_frame", final_frame, self._frame_shape)
+        streams = np.flatnonzero(self._episode_step > 0)
+        if streams.size:
+            self._write(streams, final_frame[streams], 0, 0.0, False, final_only=True)
+            self._episode_step[streams] = 0
+
     def load_counters(self, counters: dict) -> None:
         for name in PER_STREAM:
             getattr(self, "_" + name)[...] = counters[name]

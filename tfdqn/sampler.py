@@ -63,8 +63,11 @@ class SystemSampler:
                    "system/rss_bytes": float(self._process.memory_info().rss)}
         self._last_cpu, self._last_time = cpu, now
         if self._handles:
-            util = [self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self._handles]
-            memory = [self._nvml.nvmlDeviceGetMemoryInfo(h).used for h in self._handles]
+            try:
+                util = [self._nvml.nvmlDeviceGetUtilizationRates(h).gpu for h in self._handles]
+                memory = [self._nvml.nvmlDeviceGetMemoryInfo(h).used for h in self._handles]
+            except Exception:  # NVMLError (e.g. NotSupported on MIG slices): no GPU figure, never a made-up one
+                return reading
             reading["system/gpu_util"] = sum(util) / len(util) / 100.0
             reading["system/gpu_mem_bytes"] = float(sum(memory))
         return reading

@@ -129,9 +129,13 @@ def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     if not (run_dir / "config.yaml").is_file():
         raise UserError(f"--resume {args.resume!r} is not a run folder (no config.yaml); allowed: a folder "
                         f"written by tfdqn.train")
-    if not any((run_dir / "checkpoints").glob("ckpt-*.complete")):
+    saved = [int(p.name[len("ckpt-"):-len(".complete")]) for p in (run_dir / "checkpoints").glob("ckpt-*.complete")]
+    if not saved:
         raise UserError(f"--resume {args.resume!r} holds no complete checkpoint; allowed: a run folder that "
                         f"saved at least one checkpoint")
+    if args.total_steps is not None and args.total_steps < max(saved):
+        raise UserError(f"--total-steps {args.total_steps} is before the newest checkpoint (env step {max(saved)}); "
+                        f"allowed with --resume: --total-steps >= {max(saved)}")
     overrides = {"run.total_steps": args.total_steps} if args.total_steps is not None else {}
     return config_lib.build_config([run_dir / "config.yaml"], overrides), run_dir
 

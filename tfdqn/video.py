@@ -9,16 +9,20 @@ from tfdqn.errors import UserError
 
 
 class VideoRecorder:
-    """Writes every frame it is given (one per env step) until `close`, then renames the file into place."""
+    """Writes the frames of the first episode it sees (one per env step), then renames the file into place."""
 
     def __init__(self, path: pathlib.Path, fps: int = 30):
         self.path = pathlib.Path(path)
         self._tmp = self.path.with_name(self.path.stem + ".part.mp4")
         self._fps = fps
         self._writer = None
+        self._done = False
         self.frames = 0
 
-    def capture(self, env) -> None:
+    def capture(self, env, info: dict) -> None:
+        if self._done:
+            return
+        self._done = "episode" in info
         rgb = env.render()
         if rgb is None:
             return

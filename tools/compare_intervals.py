@@ -13,6 +13,7 @@ import argparse
 import csv
 import json
 import pathlib
+import signal
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
@@ -105,9 +106,17 @@ def plot(rows: list[dict], out: pathlib.Path, env_id: str) -> None:
     fig.savefig(out / "intervals.png", dpi=110)
 
 
+SWEEP_KEYS = ("run.total_steps", "run.training_interval", "run.seed", "run.learning_starts", "run.log_every",
+              "run.checkpoint_every", "run.eval_every", "run.final_eval_episodes", "env.id")
+
+
 def _main(args: argparse.Namespace) -> int:
-    if args.steps < 1 or any(k < 1 for k in args.intervals):
-        raise UserError(f"--steps {args.steps} / --intervals {args.intervals}: allowed: integers >= 1")
+    if args.steps < 1 or any(k < 1 for k in args.intervals) or len(set(args.intervals)) != len(args.intervals):
+        raise UserError(f"--steps {args.steps} / --intervals {args.intervals}: allowed: integers >= 1, "
+                        f"each interval once")
+    fixed = [key for key in config_lib.parse_set(args.set) if key in SWEEP_KEYS]
+    if fixed:
+        raise UserError(f"--set {fixed[0]} is set by the sweep itself; allowed: the tool's own flags for it")
     out = pathlib.Path(args.out)
     configs = {k: make_config(args, k) for k in args.intervals}  # every config validated before any run
     from tfdqn.train import prepare_run_dir
@@ -119,6 +128,9 @@ def _main(args: argparse.Namespace) -> int:
     for k in args.intervals:
         print(f"training_interval {k}: {args.steps} env steps ...", flush=True)
         summary = train(configs[k], run_dirs[k], quiet=True)
+        if "stopped_by" in summary:
+            print(f"stopped by {summary['stopped_by']} during training_interval {k}", file=sys.stderr)
+            return 128 + int(getattr(signal, summary["stopped_by"]))
         rows.append(row_from_summary(summary))
         gpu, env_id = summary["gpu"], summary["env_id"]
     table = write_table(rows, out, gpu)
