@@ -27,4 +27,8 @@ def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, n
                   seed=config.run.seed)
     learner = Learner(online, target, config.learner, observation_shape, observation_dtype,
                       env_steps=actor.env_steps)
+    # Trace each graph now, without running it: tracing takes about a second, and charged to the first
+    # act or update it would distort the phase timings of short runs.
+    for function in (actor.act, actor.act_with_epsilon, learner.update):
+        function.get_concrete_function()
     return Agent(online, target, actor, learner)
