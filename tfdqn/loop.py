@@ -133,6 +133,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     On SIGINT or SIGTERM it checkpoints and returns early with `stopped_by` set in the summary."""
     run = config.run
     run_dir = pathlib.Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
     config_lib.save(config, run_dir / "config.yaml")
 
     env, spec = make_env(config.env, seed=run.seed)
