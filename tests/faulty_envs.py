@@ -28,4 +28,18 @@ class NanRewardAfter(gymnasium.Env):
         return observation, reward, self._t >= 50, False, {}
 
 
+class CrashAfter(NanRewardAfter):
+    """Its step raises after `crash_after` env steps, like an emulator or simulator that dies."""
+
+    def __init__(self, crash_after: int = 700):
+        super().__init__(nan_after=10**9)
+        self._crash_after = crash_after
+
+    def step(self, action):
+        if self._steps >= self._crash_after:
+            raise RuntimeError("simulator lost its connection")
+        return super().step(action)
+
+
 gymnasium.register("NanRewardAfter-v0", entry_point=NanRewardAfter)
+gymnasium.register("CrashAfter-v0", entry_point=CrashAfter)

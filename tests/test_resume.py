@@ -117,3 +117,28 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path):
         assert evaluation.returncode == 0, evaluation.stderr
     finally:
         subprocess.run(["umount", str(mount)])
+
+
+@pytest.mark.slow
+def test_a_crashing_env_is_reported_in_one_line_with_the_checkpoint_kept(tmp_path):
+    result = run_module("tfdqn.train", "--env", "tests.faulty_envs:CrashAfter-v0", "--total-steps", "2000",
+                        "--learning-starts", "200", "--checkpoint-every", "500", "--quiet",
+                        "--logdir", str(tmp_path), "--run-name", "crash")
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "failed at env step 701: RuntimeError: simulator lost its connection" in lines[0]
+    assert "last checkpoint: env step 500" in lines[0]
+    resumed = run_module("tfdqn.train", "--resume", str(tmp_path / "crash"), "--quiet")
+    assert resumed.returncode == 1 and "resumed from env step 500" in resumed.stdout
+
+
+def test_resume_of_a_run_without_a_complete_checkpoint_is_refused(tmp_path):
+    (tmp_path / "r" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "r" / "config.yaml").write_text("run:\n  seed: 1\n")
+    (tmp_path / "r" / "checkpoints" / "ckpt-100.index").write_text("half written, no marker")
+    result = run_module("tfdqn.train", "--resume", str(tmp_path / "r"), timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"python -m tfdqn.train: error: --resume {str(tmp_path / 'r')!r} holds no complete checkpoint; "
+        f"allowed: a run folder that saved at least one checkpoint"]

@@ -195,7 +195,13 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                 t = time.perf_counter()
                 action = agent.actor.act(stack.observation).numpy()
                 t = timer.add("act", t)
-                next_frame, reward, terminated, truncated, info = env.step(int(action[0]))
+                try:
+                    next_frame, reward, terminated, truncated, info = env.step(int(action[0]))
+                except Exception as error:  # the env itself failed: name it, and what is kept
+                    kept = f"env step {last_checkpoint}" if last_checkpoint else "none"
+                    first = (str(error).splitlines() or [""])[0]
+                    raise RunFailure(f"env {spec.env_id} failed at env step {env_steps}: "
+                                     f"{error.__class__.__name__}: {first}; last checkpoint: {kept}") from error
                 t = timer.add("env_step", t)
                 replay.add(frame[None], action, np.float32([reward]), np.bool_([terminated]), np.bool_([truncated]),
                            next_frame[None])
