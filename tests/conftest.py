@@ -23,16 +23,10 @@ def run_cmd():
     return run_module
 
 
-def tensorboard_events(run_dir):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
-    events.Reload()
-    return events
-
-
 def tensorboard_tags(run_dir) -> set:
-    tags = tensorboard_events(run_dir).Tags()
+    from tfdqn.logger import read_events
+
+    tags = read_events(run_dir).Tags()
     return set(tags["tensors"]) | set(tags["scalars"])
 
 

@@ -3,8 +3,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from tests.conftest import tensorboard_events
-from tfdqn.logger import read_scalars
+from tfdqn.logger import read_events, read_scalars
 from tfdqn.telemetry import PhaseTimer
 
 
@@ -25,7 +24,7 @@ def test_phase_shares_add_up_and_split_known_sleeps():
 
 @pytest.mark.slow
 def test_phase_shares_of_a_real_run_sum_to_one(cartpole_run):
-    events = tensorboard_events(cartpole_run[0])
+    events = read_events(cartpole_run[0])
     share_tags = [tag for tag in events.Tags()["tensors"] if tag.startswith("perf/share_")]
     assert {"perf/share_env_step", "perf/share_act", "perf/share_update", "perf/share_other"} <= set(share_tags)
     per_step = {}

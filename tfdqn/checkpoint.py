@@ -19,7 +19,6 @@ import json
 import os
 import pathlib
 import pickle
-import re
 import shutil
 import sys
 import time
@@ -30,10 +29,8 @@ import tensorflow as tf
 
 from tfdqn.agent import Agent
 from tfdqn.errors import UserError
+from tfdqn.markers import complete_steps, marker_path
 from tfdqn.replay import ReplayRing
-
-MARKER = re.compile(r"ckpt-(\d+)\.complete$")
-
 
 def atomic_write(path: pathlib.Path, data: bytes) -> int:
     """Write `data` under a temporary name, fsync, rename over `path`; returns the bytes written."""
@@ -71,16 +68,13 @@ class Checkpointer:
 
     def complete_steps(self) -> list[int]:
         """Env steps of the checkpoints whose marker exists, newest first."""
-        if not self.directory.is_dir():
-            return []
-        found = (MARKER.match(p.name) for p in self.directory.iterdir())
-        return sorted((int(m.group(1)) for m in found if m), reverse=True)
+        return complete_steps(self.directory)
 
     def save(self, env_steps: int, loop_state: dict) -> dict:
         """Write checkpoint `env_steps`; returns {"seconds", "bytes"} of the save."""
         started, written = time.perf_counter(), 0
         # Saving a step that was saved before (a resume that repeats steps): it stops counting first.
-        (self.directory / f"ckpt-{env_steps}.complete").unlink(missing_ok=True)
+        marker_path(self.directory, env_steps).unlink(missing_ok=True)
         prefix = self._manager.save(checkpoint_number=env_steps)
         written += sum(p.stat().st_size for p in self.directory.glob(f"{pathlib.Path(prefix).name}.*"))
         if self._replay is not None:
@@ -91,8 +85,7 @@ class Checkpointer:
             manifest = {"counters": self._replay.counters(), "chunks": self._chunk_files}
             written += atomic_write(self.directory / f"replay-{env_steps}.json", json.dumps(manifest).encode())
         written += atomic_write(self.directory / f"state-{env_steps}.pkl", pickle.dumps(loop_state))
-        written += atomic_write(self.directory / f"ckpt-{env_steps}.complete",
-                                json.dumps({"env_steps": env_steps}).encode())
+        written += atomic_write(marker_path(self.directory, env_steps), json.dumps({"env_steps": env_steps}).encode())
         self._prune()
         return {"seconds": time.perf_counter() - started, "bytes": written}
 
@@ -100,10 +93,11 @@ class Checkpointer:
         """Delete every file that no kept complete checkpoint needs (old ones, half-written ones,
         temporary files of an interrupted save). Markers go first, so an interrupted prune never
         leaves a marker whose files are gone; a file that will not go is left for the next save."""
-        kept = self.complete_steps()[: self._keep]
-        for step in self.complete_steps()[self._keep:]:
-            (self.directory / f"ckpt-{step}.complete").unlink(missing_ok=True)
-        needed = {f"ckpt-{s}.complete" for s in kept} | {f"replay-{s}.json" for s in kept}
+        complete = self.complete_steps()
+        kept = complete[: self._keep]
+        for step in complete[self._keep:]:
+            marker_path(self.directory, step).unlink(missing_ok=True)
+        needed = {marker_path(self.directory, s).name for s in kept} | {f"replay-{s}.json" for s in kept}
         needed |= {f"state-{s}.pkl" for s in kept} | {"checkpoint"}
         for s in kept:
             needed |= {p.name for p in self.directory.glob(f"ckpt-{s}.*")}
@@ -132,7 +126,7 @@ class Checkpointer:
                 print(f"warning: checkpoint at env step {env_steps} in {self.directory} is broken "
                       f"({error.__class__.__name__}); falling back to the one before it", file=sys.stderr)
                 if mark_broken:
-                    marker = self.directory / f"ckpt-{env_steps}.complete"
+                    marker = marker_path(self.directory, env_steps)
                     try:
                         marker.replace(marker.with_suffix(".broken"))  # pruned by the next save
                     except OSError:

@@ -35,12 +35,18 @@ class Logger:
         self._writer.close()
 
 
-def read_scalars(run_dir: pathlib.Path, tag: str) -> list[tuple[int, float]]:
-    """(step, value) pairs of one tag from a run's event files: for tools, plots and tests."""
+def read_events(run_dir: pathlib.Path):
+    """A run's event files loaded whole (every summary is a tensor in TF2 event files)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(run_dir), size_guidance={"tensors": 0})
     events.Reload()
+    return events
+
+
+def read_scalars(run_dir: pathlib.Path, tag: str) -> list[tuple[int, float]]:
+    """(step, value) pairs of one tag from a run's event files: for tools, plots and tests."""
+    events = read_events(run_dir)
     if tag not in events.Tags()["tensors"]:
         return []
     return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]

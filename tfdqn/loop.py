@@ -11,7 +11,6 @@ import collections
 import json
 import pathlib
 import pickle
-import signal
 import time
 
 import numpy as np
@@ -104,16 +103,21 @@ def _perf_summary(shares: dict, env_steps: int, updates: int, system: dict) -> d
             **{f"perf/{k}": v for k, v in shares.items() if k.startswith("share_")}, **system}
 
 
-def _picklable(env, is_atari: bool):
-    """The env itself where it pickles faithfully (pure-Python envs resume mid-episode), else None.
-    ALE's emulator does not pickle with its RNG, so Atari runs start a new game on resume."""
+def _pickles_faithfully(env, is_atari: bool) -> bool:
+    """Whether checkpoints can hold this kind of env mid-episode (pure-Python envs can). ALE's
+    emulator does not pickle with its RNG, so Atari runs start a new game on resume instead.
+    Asked once per run: the answer depends on the env's type and wrappers, not on its state."""
     if is_atari:
-        return None
+        return False
     try:
         pickle.dumps(env)
     except (pickle.PicklingError, TypeError, AttributeError):
-        return None
-    return env
+        return False
+    return True
+
+
+def _kept(last_checkpoint: int | None) -> str:
+    return f"env step {last_checkpoint}" if last_checkpoint else "none"
 
 
 def _check_finite(agent, last_checkpoint: int | None) -> None:
@@ -172,18 +176,19 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     bar = tqdm.tqdm(total=run.total_steps, initial=start_step, disable=quiet, unit="step", dynamic_ncols=True)
     started = time.perf_counter()
 
+    envs_pickle = _pickles_faithfully(env, spec.is_atari)
+
     def save(env_steps: int) -> None:
         nonlocal last_checkpoint, checkpoint_cost
         _check_finite(agent, last_checkpoint)
-        state = {"updates_done": updates_done, "frame": frame, "stack": stack, "env": _picklable(env, spec.is_atari),
-                 "eval_env": _picklable(eval_env, spec.is_atari) if eval_env is not None else None}
+        state = {"updates_done": updates_done, "frame": frame, "stack": stack,
+                 "env": env if envs_pickle else None, "eval_env": eval_env if envs_pickle else None}
         try:
             checkpoint_cost = checkpointer.save(env_steps, state)
         except (OSError, tf.errors.OpError) as error:
-            kept = f"env step {last_checkpoint}" if last_checkpoint else "none"
             reason = getattr(error, "strerror", None) or getattr(error, "message", None) or str(error)
             raise RunFailure(f"checkpoint at env step {env_steps} could not be written ({reason.splitlines()[0]}); "
-                             f"the previous complete checkpoint ({kept}) is intact") from None
+                             f"the previous complete checkpoint ({_kept(last_checkpoint)}) is intact") from None
         last_checkpoint = env_steps
 
     env_steps, updates_at_start = start_step, updates_done
@@ -198,10 +203,9 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                 try:
                     next_frame, reward, terminated, truncated, info = env.step(int(action[0]))
                 except Exception as error:  # the env itself failed: name it, and what is kept
-                    kept = f"env step {last_checkpoint}" if last_checkpoint else "none"
                     first = (str(error).splitlines() or [""])[0]
-                    raise RunFailure(f"env {spec.env_id} failed at env step {env_steps}: "
-                                     f"{error.__class__.__name__}: {first}; last checkpoint: {kept}") from error
+                    raise RunFailure(f"env {spec.env_id} failed at env step {env_steps}: {error.__class__.__name__}: "
+                                     f"{first}; last checkpoint: {_kept(last_checkpoint)}") from error
                 t = timer.add("env_step", t)
                 replay.add(frame[None], action, np.float32([reward]), np.bool_([terminated]), np.bool_([truncated]),
                            next_frame[None])
@@ -265,7 +269,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                     save(env_steps)
                     timer.add("checkpoint", t)
             if stop.requested:
-                stopped_by = signal.Signals(stop.signal_number).name
+                stopped_by = stop.signal_name
                 if last_checkpoint != env_steps:
                     save(env_steps)
 
@@ -304,7 +308,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
             returns = run_episodes(final_env, spec, agent.actor, run.final_eval_episodes,
                                    config.exploration.eval_epsilon, should_stop=lambda: stop.requested)
             if stop.requested:
-                summary["stopped_by"] = signal.Signals(stop.signal_number).name
+                summary["stopped_by"] = stop.signal_name
             else:
                 logger.scalars(env_steps, {"charts/final_eval_return": np.mean(returns)})
                 summary.update({"final_eval_epsilon": config.exploration.eval_epsilon,

@@ -28,3 +28,13 @@ class StopRequest:
     @property
     def requested(self) -> bool:
         return self.signal_number is not None
+
+    @property
+    def signal_name(self) -> str | None:
+        """`SIGINT` or `SIGTERM` once one arrived, for the summary and `exit_code`."""
+        return signal.Signals(self.signal_number).name if self.requested else None
+
+
+def exit_code(signal_name: str) -> int:
+    """The shell's convention for a process ended by a signal: 128 + its number (130, 143)."""
+    return 128 + int(signal.Signals[signal_name])

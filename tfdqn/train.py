@@ -6,12 +6,13 @@ import argparse
 import datetime
 import json
 import pathlib
-import signal
 import sys
 
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
 from tfdqn.errors import UserError
+from tfdqn.markers import complete_steps
+from tfdqn.signals import exit_code
 
 FLAG_KEYS = {  # dedicated flags and the config key each one sets
     "env": "env.id",
@@ -129,13 +130,13 @@ def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     if not (run_dir / "config.yaml").is_file():
         raise UserError(f"--resume {args.resume!r} is not a run folder (no config.yaml); allowed: a folder "
                         f"written by tfdqn.train")
-    saved = [int(p.name[len("ckpt-"):-len(".complete")]) for p in (run_dir / "checkpoints").glob("ckpt-*.complete")]
+    saved = complete_steps(run_dir / "checkpoints")
     if not saved:
         raise UserError(f"--resume {args.resume!r} holds no complete checkpoint; allowed: a run folder that "
                         f"saved at least one checkpoint")
-    if args.total_steps is not None and args.total_steps < max(saved):
-        raise UserError(f"--total-steps {args.total_steps} is before the newest checkpoint (env step {max(saved)}); "
-                        f"allowed with --resume: --total-steps >= {max(saved)}")
+    if args.total_steps is not None and args.total_steps < saved[0]:
+        raise UserError(f"--total-steps {args.total_steps} is before the newest checkpoint (env step {saved[0]}); "
+                        f"allowed with --resume: --total-steps >= {saved[0]}")
     overrides = {"run.total_steps": args.total_steps} if args.total_steps is not None else {}
     return config_lib.build_config([run_dir / "config.yaml"], overrides), run_dir
 
@@ -174,7 +175,7 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if "stopped_by" in summary:
         print(f"stopped by {summary['stopped_by']} at env step {summary['env_steps']}; checkpoint saved; "
               f"continue with: python -m tfdqn.train --resume {run_dir}", file=sys.stderr)
-        return 128 + int(getattr(signal, summary["stopped_by"]))
+        return exit_code(summary["stopped_by"])
     return 0
 
 

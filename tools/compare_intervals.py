@@ -13,7 +13,6 @@ import argparse
 import csv
 import json
 import pathlib
-import signal
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
@@ -21,6 +20,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tfdqn import config as config_lib  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, run_cli  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
+from tfdqn.signals import exit_code  # noqa: E402
 
 BASE_COLUMNS = ["training_interval", "env_steps", "updates", "wall_seconds", "env_steps_per_sec", "updates_per_sec",
                 "updates_per_env_step", "learner_busy_share", "cpu_util"]
@@ -130,7 +130,7 @@ def _main(args: argparse.Namespace) -> int:
         summary = train(configs[k], run_dirs[k], quiet=True)
         if "stopped_by" in summary:
             print(f"stopped by {summary['stopped_by']} during training_interval {k}", file=sys.stderr)
-            return 128 + int(getattr(signal, summary["stopped_by"]))
+            return exit_code(summary["stopped_by"])
         rows.append(row_from_summary(summary))
         gpu, env_id = summary["gpu"], summary["env_id"]
     table = write_table(rows, out, gpu)
