@@ -88,3 +88,45 @@ def test_updates_reduce_the_loss_on_a_fixed_batch():
     assert last < first * 0.5
     assert all(np.isfinite(w).all() for w in learner.online.get_weights())
     assert isinstance(learner.update(*batch)["td_loss"], tf.Tensor)
+
+
+def _learner(seed=0, **config):
+    config = LearnerConfig(**{"learning_rate": 0.01, "target_update_period": 3, **config})
+    return Learner(_tiny_model(seed), _tiny_model(seed + 1), config, (3,), np.float32)
+
+
+def _weights(learner):
+    return learner.online.get_weights() + learner.target.get_weights() + [learner.updates.numpy()]
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_fused_updates_equal_one_update_per_call_and_trace_once(jit_compile):
+    """k batches in one update_many call give the weights, target syncs and counter of k update calls."""
+    plain, fused = _learner(), _learner()
+    fused = Learner(fused.online, fused.target, fused._config, (3,), np.float32, jit_compile=jit_compile)
+    for k in (1, 4, 2, 7):  # the loop asks for whatever k is due; none of these may retrace
+        batches = [_batch(100 * k + i) for i in range(k)]
+        for batch in batches:
+            last = plain.update(*batch)
+        fused_metrics = fused.update_many(*(np.stack(column) for column in zip(*batches)))
+        assert float(fused_metrics["td_loss"]) == pytest.approx(float(last["td_loss"]), rel=1e-5)
+    for a, b in zip(_weights(plain), _weights(fused)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert int(fused.updates.numpy()) == 14
+    assert fused.update_many.experimental_get_tracing_count() == 1
+
+
+def test_replay_fed_updates_draw_their_batches_inside_the_graph():
+    learner = _learner()
+    draws = tf.Variable(0)
+    batch = [tf.constant(column) for column in _batch(3)]
+
+    def sample():
+        draws.assign_add(1)
+        return batch
+
+    update_from_replay = learner.make_replay_update(sample)
+    for k in (3, 1, 5):
+        update_from_replay(tf.constant(k, tf.int32))
+    assert int(draws.numpy()) == 9 and int(learner.updates.numpy()) == 9
+    assert update_from_replay.experimental_get_tracing_count() == 1

@@ -14,15 +14,17 @@ class Actor:
     by the batch size, so the schedule never needs a value fed from Python."""
 
     def __init__(self, network: keras.Model, num_actions: int, exploration: ExplorationConfig,
-                 observation_shape: tuple, observation_dtype, seed: int):
+                 observation_shape: tuple, observation_dtype, seed: int, jit_compile: bool = True,
+                 device: str | None = None):
         self._network = network
         self._num_actions = num_actions
         self._exploration = exploration
         self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
         self.generator = tf.random.Generator.from_seed(seed)
+        self._device = device  # None: wherever TensorFlow places the network (the learner's device)
         observation = tf.TensorSpec([None, *observation_shape], tf.as_dtype(observation_dtype))
-        self.act = tf.function(self._act, input_signature=[observation])
-        self.act_with_epsilon = tf.function(self._act_with_epsilon,
+        self.act = tf.function(self._act, input_signature=[observation], jit_compile=jit_compile)
+        self.act_with_epsilon = tf.function(self._act_with_epsilon, jit_compile=jit_compile,
                                             input_signature=[observation, tf.TensorSpec([], tf.float32)])
 
     def epsilon(self) -> tf.Tensor:
@@ -32,11 +34,12 @@ class Actor:
 
     def _choose(self, observation: tf.Tensor, epsilon: tf.Tensor) -> tf.Tensor:
         """Per row: a uniform random action with probability epsilon, else the argmax of Q."""
-        batch = tf.shape(observation)[0]
-        greedy = tf.argmax(self._network(observation, training=False), axis=-1, output_type=tf.int32)
-        random = self.generator.uniform([batch], minval=0, maxval=self._num_actions, dtype=tf.int32)
-        explore = self.generator.uniform([batch]) < epsilon
-        return tf.where(explore, random, greedy)
+        with tf.device(self._device):
+            batch = tf.shape(observation)[0]
+            greedy = tf.argmax(self._network(observation, training=False), axis=-1, output_type=tf.int32)
+            random = self.generator.uniform([batch], minval=0, maxval=self._num_actions, dtype=tf.int32)
+            explore = self.generator.uniform([batch]) < epsilon
+            return tf.where(explore, random, greedy)
 
     def _act(self, observation: tf.Tensor) -> tf.Tensor:
         actions = self._choose(observation, self.epsilon())

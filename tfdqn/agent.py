@@ -20,15 +20,20 @@ class Agent(NamedTuple):
 def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int) -> Agent:
     """Same seed, same initial weights: Keras initializers draw from the seed set here."""
     keras.utils.set_random_seed(config.run.seed)
+    # bfloat16 keeps float32's exponent range, so the update needs no loss scaling on CPU or GPU.
+    # Set every time: the policy is process-global.
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if config.compute.mixed_precision else "float32")
     build = lambda: make_network(config.network.kind, observation_shape, observation_dtype,  # noqa: E731
                                  num_actions, config.network.hidden_sizes)
     online, target = build(), build()
+    compute = config.compute
     actor = Actor(online, num_actions, config.exploration, observation_shape, observation_dtype,
-                  seed=config.run.seed)
+                  seed=config.run.seed, jit_compile=compute.act_jit_compile,
+                  device="/CPU:0" if compute.act_device == "cpu" else None)
     learner = Learner(online, target, config.learner, observation_shape, observation_dtype,
-                      env_steps=actor.env_steps)
+                      env_steps=actor.env_steps, jit_compile=compute.update_jit_compile)
     # Trace each graph now, without running it: tracing takes about a second, and charged to the first
     # act or update it would distort the phase timings of short runs.
-    for function in (actor.act, actor.act_with_epsilon, learner.update):
+    for function in (actor.act, actor.act_with_epsilon, learner.update_many):
         function.get_concrete_function()
     return Agent(online, target, actor, learner)

@@ -41,6 +41,8 @@ class EnvConfig:
 class ReplayConfig:
     capacity: int = _field(50_000, "replay size in transitions")
     batch_size: int = _field(64, "transitions per gradient update")
+    device: str = _field("host", "where transitions live: host (NumPy ring; faster on CPU-only machines, "
+                                 "docs/performance.md) or accelerator (tf.Variable storage, sampled inside the update graph)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +65,17 @@ class LearnerConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ComputeConfig:
+    # Defaults chosen by tools/bench.py on a 2-core CPU machine; docs/performance.md has the figures.
+    act_jit_compile: bool = _field(True, "XLA-compile act: 0.7 ms instead of 1.0 ms per batch-1 call on CPU")
+    update_jit_compile: bool = _field(False, "XLA-compile the update: off because oneDNN kernels are faster on CPU")
+    act_device: str = _field("auto", "where act runs: auto (beside the learner) or cpu (act on the CPU while "
+                                     "the learner uses a GPU)")
+    mixed_precision: bool = _field(False, "bfloat16 compute with float32 weights; "
+                                          "off because CPUs without bf16 units run it slower")
+
+
+@dataclasses.dataclass(frozen=True)
 class ExplorationConfig:
     epsilon_start: float = _field(1.0, "random-action probability at env step 0")
     epsilon_end: float = _field(0.05, "random-action probability after the decay")
@@ -81,6 +94,9 @@ class RunConfig:
     eval_every: int = _field(0, "env steps between periodic evaluations; 0 turns them off")
     eval_episodes: int = _field(5, "episodes per periodic evaluation")
     final_eval_episodes: int = _field(10, "episodes of the evaluation at the end of the run")
+    num_envs: int = _field(1, "envs stepped together (one act call for all); env steps count across all envs")
+    async_learner: bool = _field(False, "run the learner in its own thread while the envs step, holding "
+                                        "updates at 1 / training_interval of env steps; not bit-reproducible")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -91,6 +107,7 @@ class DQNConfig:
     learner: LearnerConfig = dataclasses.field(default_factory=LearnerConfig)
     exploration: ExplorationConfig = dataclasses.field(default_factory=ExplorationConfig)
     run: RunConfig = dataclasses.field(default_factory=RunConfig)
+    compute: ComputeConfig = dataclasses.field(default_factory=ComputeConfig)
 
 
 def field_docs() -> dict[str, str]:
@@ -246,7 +263,7 @@ def validate(c: DQNConfig) -> None:
                 ("env.frame_skip", c.env.frame_skip), ("env.screen_size", c.env.screen_size),
                 ("env.max_episode_frames", c.env.max_episode_frames),
                 ("run.final_eval_episodes", c.run.final_eval_episodes),
-                ("run.eval_episodes", c.run.eval_episodes)]
+                ("run.eval_episodes", c.run.eval_episodes), ("run.num_envs", c.run.num_envs)]
     for key, value in positive:
         _check(value >= 1, key, value, "an integer >= 1")
     non_negative = [("run.learning_starts", c.run.learning_starts), ("run.seed", c.run.seed),
@@ -266,17 +283,19 @@ def validate(c: DQNConfig) -> None:
     _check(c.learner.huber_delta > 0, "learner.huber_delta", c.learner.huber_delta, "a number > 0")
     _check(c.learner.max_grad_norm >= 0, "learner.max_grad_norm", c.learner.max_grad_norm, "a number >= 0")
     _check(c.learner.optimizer in ("adam", "rmsprop"), "learner.optimizer", c.learner.optimizer, "adam, rmsprop")
+    _check(c.replay.device in ("host", "accelerator"), "replay.device", c.replay.device, "host, accelerator")
+    _check(c.compute.act_device in ("auto", "cpu"), "compute.act_device", c.compute.act_device, "auto, cpu")
     _check(c.network.kind in ("auto", "mlp", "nature_cnn"), "network.kind", c.network.kind,
            "auto, mlp, nature_cnn")
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")
     # The ring also holds each episode's final frame and refuses its newest slot and the oldest
     # stack's history, so a batch needs some slack beyond batch_size.
-    least = c.replay.batch_size + c.env.frame_stack + 1
+    least = c.replay.batch_size + c.run.num_envs * (c.env.frame_stack + 1)
     if c.replay.capacity < least:
         raise UserError(f"config key replay.batch_size = {c.replay.batch_size} does not fit in "
-                        f"replay.capacity = {c.replay.capacity}; allowed: capacity >= batch_size + frame_stack + 1 "
-                        f"= {least}")
+                        f"replay.capacity = {c.replay.capacity}; allowed: capacity >= batch_size + "
+                        f"num_envs * (frame_stack + 1) = {least}")
 
 
 def to_dict(config: DQNConfig) -> dict:

@@ -32,7 +32,8 @@ class Learner:
     the graph. It returns tensors; Python reads them only when it logs."""
 
     def __init__(self, online: keras.Model, target: keras.Model, config: LearnerConfig,
-                 observation_shape: tuple, observation_dtype, env_steps: tf.Variable | None = None):
+                 observation_shape: tuple, observation_dtype, env_steps: tf.Variable | None = None,
+                 jit_compile: bool = False):
         self.online = online
         self.target = target
         self._config = config
@@ -45,15 +46,37 @@ class Learner:
         self.optimizer = make_optimizer(config)
         self.optimizer.build(online.trainable_variables)
         self._sync_target()
+        self._jit_compile = jit_compile
         observation = tf.TensorSpec([None, *observation_shape], tf.as_dtype(observation_dtype))
         vector = lambda dtype: tf.TensorSpec([None], dtype)  # noqa: E731
-        self.update = tf.function(self._update, input_signature=[
-            observation, vector(tf.int32), vector(tf.float32), vector(tf.float32), observation])
+        batch = [observation, vector(tf.int32), vector(tf.float32), vector(tf.float32), observation]
+        self.update = tf.function(self._update, input_signature=batch, jit_compile=jit_compile)
+        # k batches stacked on a leading axis: one call, one trace, whatever k the loop asks for.
+        stacked = [tf.TensorSpec([None, *spec.shape], spec.dtype) for spec in batch]
+        self.update_many = tf.function(self._update_many, input_signature=stacked, jit_compile=jit_compile)
 
     def _sync_target(self) -> None:
         """Copy online into target (eagerly at construction, as a graph branch inside `update`)."""
         for target_var, online_var in zip(self.target.variables, self.online.variables):
             target_var.assign(online_var)
+
+    def _update_many(self, observation, action, reward, discount, next_observation):
+        """Run k = len(action) updates in a graph loop, batch i on update i; returns the last one's metrics."""
+        metrics = {"td_loss": tf.constant(0.0), "q_values": tf.constant(0.0)}
+        for i in tf.range(tf.shape(action)[0]):
+            metrics = self._update(observation[i], action[i], reward[i], discount[i], next_observation[i])
+        return metrics
+
+    def make_replay_update(self, sample) -> tf.types.experimental.GenericFunction:
+        """`update_from_replay(k)`: k updates whose batches `sample()` draws inside the same graph (a
+        replay held in tf.Variables), so no Python runs between them. Traced once for every k."""
+        def update_from_replay(k):
+            metrics = {"td_loss": tf.constant(0.0), "q_values": tf.constant(0.0)}
+            for _ in tf.range(k):
+                metrics = self._update(*sample())
+            return metrics
+        return tf.function(update_from_replay, input_signature=[tf.TensorSpec([], tf.int32)],
+                           jit_compile=self._jit_compile)
 
     def _update(self, observation, action, reward, discount, next_observation):
         c = self._config

@@ -9,7 +9,7 @@ def mlp(observation_shape: tuple, num_actions: int, hidden_sizes: tuple) -> kera
     x = keras.layers.Flatten()(inputs) if len(observation_shape) > 1 else inputs
     for units in hidden_sizes:
         x = keras.layers.Dense(units, activation="relu")(x)
-    outputs = keras.layers.Dense(num_actions, name="q_values")(x)
+    outputs = keras.layers.Dense(num_actions, name="q_values", dtype="float32")(x)  # float32 under mixed precision
     return keras.Model(inputs, outputs, name="mlp")
 
 
@@ -26,7 +26,7 @@ def nature_cnn(observation_shape: tuple, num_actions: int) -> keras.Model:
     x = keras.layers.Conv2D(64, 3, strides=1, activation="relu")(x)
     x = keras.layers.Flatten()(x)
     x = keras.layers.Dense(512, activation="relu")(x)
-    outputs = keras.layers.Dense(num_actions, name="q_values")(x)
+    outputs = keras.layers.Dense(num_actions, name="q_values", dtype="float32")(x)  # float32 under mixed precision
     return keras.Model(inputs, outputs, name="nature_cnn")
 
 

@@ -1,0 +1,25 @@
+import keras
+import numpy as np
+
+from tfdqn.flops import forward_flops, layer_flops, update_flops
+from tfdqn.networks import mlp, nature_cnn
+
+
+def test_nature_cnn_flops_follow_the_layer_shapes():
+    """Hand count: conv1 20x20 outputs x 32 filters x 8x8x4 taps, conv2 9x9x64 x 4x4x32, conv3 7x7x64 x
+    3x3x64, dense 3136x512 and 512x4; two FLOPs per multiply-add."""
+    expected = [2 * 20 * 20 * 32 * 8 * 8 * 4, 2 * 9 * 9 * 64 * 4 * 4 * 32, 2 * 7 * 7 * 64 * 3 * 3 * 64,
+                2 * 3136 * 512, 2 * 512 * 4]
+    model = nature_cnn((4, 84, 84), 4)
+    assert layer_flops(model) == expected
+    assert forward_flops(model, 8) == 8 * sum(expected)
+    forward = sum(expected)
+    assert update_flops(model, 32, double_dqn=True) == 32 * (4 * forward + forward - expected[0])
+    assert update_flops(model, 32, double_dqn=False) == 32 * (3 * forward + forward - expected[0])
+
+
+def test_mlp_flops_match_its_weight_count():
+    model = mlp((4,), 2, (256, 256))
+    weights = sum(int(np.prod(w.shape)) for w in model.weights if len(w.shape) == 2)
+    assert forward_flops(model, 1) == 2 * weights
+    assert isinstance(model.layers[-1], keras.layers.Dense)
