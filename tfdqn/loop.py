@@ -22,6 +22,7 @@ from tfdqn.agent import make_agent
 from tfdqn.checkpoint import Checkpointer
 from tfdqn.config import DQNConfig
 from tfdqn.envs import make_env
+from tfdqn.vector import make_vector_env
 from tfdqn.errors import RunFailure
 from tfdqn.evaluation import run_episodes
 from tfdqn.logger import Logger
@@ -33,6 +34,7 @@ from tfdqn.stacking import FrameStack
 from tfdqn.telemetry import PhaseTimer
 
 EVAL_SEED_OFFSET = 100_000  # evaluation envs draw from their own seed stream
+MAX_FUSED_UPDATES = 64  # updates per fused call: bounds the k-batch copy when many updates fall due at once
 
 
 def write_json(path: pathlib.Path, data: dict) -> None:
@@ -55,10 +57,9 @@ class _EpisodeLog:
         self.recent = collections.deque((float(row.split(",")[1]) for row in rows[-20:]), maxlen=20)
         self.count = len(rows)
 
-    def record(self, env_steps: int, info: dict) -> None:
-        if "episode" in info:
-            episode_return = float(np.asarray(info["episode"]["r"]).item())
-            length = int(np.asarray(info["episode"]["l"]).item())
+    def record(self, env_steps: int, games: list) -> None:
+        """`games`: (env index, raw return, length) of the whole games that ended at `env_steps`."""
+        for _, episode_return, length in games:
             self._file.write(f"{env_steps},{episode_return:g},{length}\n")
             self.returns.append(episode_return)
             self.lengths.append(length)
@@ -84,10 +85,11 @@ class _Profiler:
         self._active = False
 
     def at(self, env_steps: int) -> None:
-        if env_steps == self._first:
+        if self._first is not None and not self._active and self._first <= env_steps < self._last:
             tf.profiler.experimental.start(self._logdir)
             self._active = True
-        elif env_steps == self._last:
+            self._first = None
+        elif self._active and env_steps >= self._last:
             self.stop()
 
     def stop(self) -> None:
@@ -116,6 +118,11 @@ def _pickles_faithfully(env, is_atari: bool) -> bool:
     return True
 
 
+def _crossed(before: int, after: int, every: int) -> bool:
+    """Whether a multiple of `every` (0: never) lies in (before, after]: cadences hold for any number of envs."""
+    return every > 0 and after // every > before // every
+
+
 def _kept(last_checkpoint: int | None) -> str:
     return f"env step {last_checkpoint}" if last_checkpoint else "none"
 
@@ -140,28 +147,30 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     run_dir.mkdir(parents=True, exist_ok=True)
     config_lib.save(config, run_dir / "config.yaml")
 
-    env, spec = make_env(config.env, seed=run.seed)
-    replay = ReplayRing(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size, seed=run.seed)
+    vector, spec = make_vector_env(config.env, run.num_envs, seed=run.seed)
+    num_envs = vector.num_envs
+    replay = ReplayRing(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
+                        num_streams=num_envs, seed=run.seed)
     print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
           f"({replay.nbytes:,} bytes, {replay.nbytes / config.replay.capacity:.0f} per transition)", flush=True)
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
     checkpointer = Checkpointer(run_dir / "checkpoints", agent, replay)
     eval_env = None
-    stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
+    stack = FrameStack(num_envs, spec.stack_size, spec.frame_shape, spec.frame_dtype)
     start_step, updates_done, last_checkpoint = 0, 0, None
     if resume:
         start_step, state = checkpointer.restore_latest()
         updates_done, last_checkpoint, stack = state["updates_done"], start_step, state["stack"]
-        frame, env = state["frame"], state["env"] or env
+        frames, vector = state["frames"], state["env"] or vector
         eval_env = state["eval_env"]
-        if state["env"] is None:  # an env that does not pickle starts a new game from a seed of its own,
-            replay.cut_episodes(frame[None])  # and its unfinished episode ends as a truncation
-            frame, _ = env.reset(seed=run.seed + start_step)
-            stack.reset(0, frame)
+        if state["env"] is None:  # envs that do not pickle start new games from a seed of their own,
+            replay.cut_episodes(frames)  # and their unfinished episodes end as truncations
+            frames = vector.reset(seed=run.seed + start_step)
+            stack.reset_all(frames)
         print(f"resumed from env step {start_step} ({updates_done} updates)", flush=True)
     else:
-        frame, _ = env.reset(seed=run.seed)
-        stack.reset(0, frame)
+        frames = vector.reset(seed=run.seed)
+        stack.reset_all(frames)
 
     logger = Logger(run_dir)
     if not resume:
@@ -176,13 +185,14 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     bar = tqdm.tqdm(total=run.total_steps, initial=start_step, disable=quiet, unit="step", dynamic_ncols=True)
     started = time.perf_counter()
 
-    envs_pickle = _pickles_faithfully(env, spec.is_atari)
+    envs_pickle = _pickles_faithfully(vector, spec.is_atari)
+    batch_size = config.replay.batch_size
 
     def save(env_steps: int) -> None:
         nonlocal last_checkpoint, checkpoint_cost
         _check_finite(agent, last_checkpoint)
-        state = {"updates_done": updates_done, "frame": frame, "stack": stack,
-                 "env": env if envs_pickle else None, "eval_env": eval_env if envs_pickle else None}
+        state = {"updates_done": updates_done, "frames": frames, "stack": stack,
+                 "env": vector if envs_pickle else None, "eval_env": eval_env if envs_pickle else None}
         try:
             checkpoint_cost = checkpointer.save(env_steps, state)
         except (OSError, tf.errors.OpError) as error:
@@ -195,42 +205,43 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     with StopRequest() as stop:
         try:
             while env_steps < run.total_steps and not stop.requested:
-                env_steps += 1
+                before = env_steps
                 profiler.at(env_steps)
                 t = time.perf_counter()
-                action = agent.actor.act(stack.observation).numpy()
+                actions = agent.actor.act(stack.observation).numpy()
                 t = timer.add("act", t)
                 try:
-                    next_frame, reward, terminated, truncated, info = env.step(int(action[0]))
+                    step = vector.step(actions)
                 except Exception as error:  # the env itself failed: name it, and what is kept
                     first = (str(error).splitlines() or [""])[0]
-                    raise RunFailure(f"env {spec.env_id} failed at env step {env_steps}: {error.__class__.__name__}: "
-                                     f"{first}; last checkpoint: {_kept(last_checkpoint)}") from error
+                    raise RunFailure(f"env {spec.env_id} failed at env step {env_steps + num_envs}: "
+                                     f"{error.__class__.__name__}: {first}; last checkpoint: "
+                                     f"{_kept(last_checkpoint)}") from error
                 t = timer.add("env_step", t)
-                replay.add(frame[None], action, np.float32([reward]), np.bool_([terminated]), np.bool_([truncated]),
-                           next_frame[None])
-                if terminated or truncated:
-                    next_frame, _ = env.reset()
-                    stack.reset(0, next_frame)
-                else:
-                    stack.push(next_frame[None])
-                frame = next_frame
-                episodes.record(env_steps, info)
-                window["env_steps"] += 1
+                replay.add(frames, actions, step.reward, step.terminated, step.truncated, step.final_frames)
+                stack.push(step.next_frames)
+                for i in np.flatnonzero(step.terminated | step.truncated):  # a new episode starts from its own frame
+                    stack.reset(i, step.next_frames[i])
+                frames = step.next_frames
+                env_steps += num_envs
+                episodes.record(env_steps, step.games)
+                window["env_steps"] += num_envs
                 t = timer.add("replay_add", t)
 
+                # Every due update in one call: k batches sampled together, k updates in one graph.
                 due = updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done
-                while due > 0 and replay.can_sample(config.replay.batch_size):
-                    batch = replay.sample(config.replay.batch_size)
+                while due > 0 and replay.can_sample(batch_size):
+                    k = min(due, MAX_FUSED_UPDATES)
+                    batch = replay.sample(k * batch_size)
                     t = timer.add("replay_sample", t)
-                    metrics = agent.learner.update(*batch)
+                    metrics = agent.learner.update_many(*(x.reshape(k, batch_size, *x.shape[1:]) for x in batch))
                     metrics["td_loss"].numpy()  # wait for the device: the update's time is charged to it
                     t = timer.add("update", t)
-                    updates_done += 1
-                    window["updates"] += 1
-                    due -= 1
+                    updates_done += k
+                    window["updates"] += k
+                    due -= k
 
-                if env_steps % run.log_every == 0 or env_steps == run.total_steps:
+                if _crossed(before, env_steps, run.log_every) or env_steps >= run.total_steps:
                     _check_finite(agent, last_checkpoint)
                     timer.add("log", t)
                     shares = timer.window_shares()  # closes the window; what follows is charged to the next
@@ -257,7 +268,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                     window = {"env_steps": 0, "updates": 0}
                     t = timer.add("log", t)
 
-                if run.eval_every and env_steps % run.eval_every == 0:
+                if _crossed(before, env_steps, run.eval_every):
                     eval_env = eval_env or make_env(config.env, seed=run.seed + EVAL_SEED_OFFSET, evaluation=True)[0]
                     returns = run_episodes(eval_env, spec, agent.actor, run.eval_episodes,
                                            config.exploration.eval_epsilon, should_stop=lambda: stop.requested)
@@ -265,7 +276,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                         logger.scalars(env_steps, {"charts/eval_return": np.mean(returns)})
                     t = timer.add("eval", t)
 
-                if (run.checkpoint_every and env_steps % run.checkpoint_every == 0) or env_steps == run.total_steps:
+                if _crossed(before, env_steps, run.checkpoint_every) or env_steps >= run.total_steps:
                     save(env_steps)
                     timer.add("checkpoint", t)
             if stop.requested:
@@ -287,6 +298,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
             "env_steps": env_steps,
             "updates": updates_done,
             "training_interval": run.training_interval,
+            "num_envs": num_envs,
             "episodes": episodes.count,
             **({"resumed_from_env_steps": start_step} if resume else {}),
             **({"stopped_by": stopped_by} if stopped_by else {}),

@@ -18,6 +18,7 @@ FLAG_KEYS = {  # dedicated flags and the config key each one sets
     "env": "env.id",
     "total_steps": "run.total_steps",
     "training_interval": "run.training_interval",
+    "num_envs": "run.num_envs",
     "learning_starts": "run.learning_starts",
     "seed": "run.seed",
     "checkpoint_every": "run.checkpoint_every",
@@ -42,6 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--total-steps", type=int, metavar="N", help=docs["run.total_steps"])
     parser.add_argument("--training-interval", type=int, metavar="K", help=docs["run.training_interval"])
     parser.add_argument("--learning-starts", type=int, metavar="N", help=docs["run.learning_starts"])
+    parser.add_argument("--num-envs", type=int, metavar="N", help=docs["run.num_envs"])
     parser.add_argument("--seed", type=int, metavar="S", help=docs["run.seed"])
     parser.add_argument("--checkpoint-every", type=int, metavar="N", help=docs["run.checkpoint_every"])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -150,7 +152,8 @@ def check_memory(config: config_lib.DQNConfig) -> None:
 
     env, spec = make_env(config.env, seed=0)
     env.close()
-    needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size)
+    needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
+                                    num_streams=config.run.num_envs)
     available = psutil.virtual_memory().available
     if needed > 0.9 * available:
         fits = int(config.replay.capacity * 0.9 * available / needed)

@@ -1,0 +1,164 @@
+"""The exported XLA programs (tools/export_programs.py) run under jax alone (tools/run_programs.py) and
+compute what TensorFlow computes: the same loss and the same updated variables from the same start."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.conftest import REPO
+
+sys.path.insert(0, str(REPO / "tools"))
+
+import export_programs  # noqa: E402
+import run_programs  # noqa: E402
+
+# jax (XLA:CPU) against TensorFlow's own update (its default, non-XLA kernels): float32 sums in another
+# order differ by a few ulps; after Adam's first steps the weights agree to this tolerance (docs/gpu.md).
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def draw_data(manifest: dict, name: str, seed: int) -> list[np.ndarray]:
+    spec = next(p for p in manifest["programs"] if p["name"] == name)
+    return run_programs.make_data(spec, np.random.default_rng(seed))
+
+
+def tf_state(variables: dict) -> dict:
+    return {name: np.array(v.numpy()) for name, v in variables.items()}
+
+
+def restore(variables: dict, state: dict) -> None:
+    for name, value in state.items():
+        variables[name].assign(value)
+
+
+def assert_same_state(program, tf_after: dict) -> None:
+    """Every variable the program updates equals TensorFlow's value after the same update(s)."""
+    updated = [o["variable"] for o in program.spec["outputs"] if o["variable"] is not None]
+    assert "learner/updates" in updated or "actor/env_steps" in updated
+    for name in updated:
+        np.testing.assert_allclose(program.variable(name), tf_after[name], rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def atari(tmp_path_factory):
+    """A Breakout agent whose target differs from its online net (so swapped inputs would show), a target
+    copy every 2 updates (so the fused k=2 program runs the in-graph sync), exported before any update."""
+    config = export_programs.make_config("Breakout", ["learner.target_update_period=2", "replay.capacity=1000"])
+    agent, spec = export_programs.build_agent(config)
+    for variable in agent.target.variables:
+        variable.assign(variable * 0.5)
+    out = tmp_path_factory.mktemp("atari_programs")
+    manifest = export_programs.export_programs(agent, config, spec, out, act_batches=[2], fused_ks=[2])
+    variables = export_programs.named_variables(agent)
+    return agent, variables, tf_state(variables), manifest, out
+
+
+@pytest.mark.slow
+def test_exported_update_matches_tensorflow(atari):
+    agent, variables, start, manifest, out = atari
+    restore(variables, start)
+    data = draw_data(manifest, "update", seed=1)
+    tf_metrics = agent.learner.update(*data)
+    _, programs = run_programs.load_programs(out, ["update"])
+    program = programs["update"]
+    results = program.results(program.call(program.put(data)))
+    assert results["td_loss"] == pytest.approx(float(tf_metrics["td_loss"]), rel=RTOL)
+    assert results["q_values"] == pytest.approx(float(tf_metrics["q_values"]), rel=RTOL, abs=ATOL)
+    assert_same_state(program, tf_state(variables))
+    assert program.variable("learner/updates") == 1
+    assert not np.allclose(program.variable("online/conv2d/kernel"), start["online/conv2d/kernel"])
+
+
+@pytest.mark.slow
+def test_fused_program_matches_k_tensorflow_updates(atari):
+    agent, variables, start, manifest, out = atari
+    restore(variables, start)
+    data = draw_data(manifest, "update_k2", seed=2)
+    for i in range(2):
+        tf_metrics = agent.learner.update(*(array[i] for array in data))
+    tf_after = tf_state(variables)
+    np.testing.assert_array_equal(tf_after["target/conv2d_3/kernel"], tf_after["online/conv2d/kernel"])  # synced
+    _, programs = run_programs.load_programs(out, ["update_k2"])
+    program = programs["update_k2"]
+    results = program.results(program.call(program.put(data)))
+    assert results["td_loss"] == pytest.approx(float(tf_metrics["td_loss"]), rel=RTOL)
+    assert_same_state(program, tf_after)
+    assert program.variable("learner/updates") == 2
+
+
+@pytest.mark.slow
+def test_exported_act_matches_tensorflow(atari):
+    """Same observations, same RNG state: the same actions, and the same advanced counter and RNG."""
+    agent, variables, start, manifest, out = atari
+    restore(variables, start)
+    _, programs = run_programs.load_programs(out, ["act_b2"])
+    program = programs["act_b2"]
+    for seed in range(3):
+        data = draw_data(manifest, "act_b2", seed=seed)
+        actions = program.results(program.call(program.put(data)))["actions"]
+        np.testing.assert_array_equal(actions, agent.actor.act(*data).numpy())
+    assert_same_state(program, tf_state(variables))
+    assert program.variable("actor/env_steps") == 6
+
+
+@pytest.mark.slow
+def test_manifest_maps_outputs_to_variables_and_counts_flops(atari):
+    agent, _, _, manifest, out = atari
+    from tfdqn.flops import forward_flops, update_flops
+
+    programs = {p["name"]: p for p in manifest["programs"]}
+    assert set(programs) == {"act_b2", "update", "update_k2"}
+    one_update = update_flops(agent.online, 32, double_dqn=True)
+    assert programs["update_k2"]["flops_per_call"] == 2 * programs["update"]["flops_per_call"] == 2 * one_update
+    assert programs["act_b2"]["flops_per_call"] == forward_flops(agent.online, 2)
+    update = programs["update"]
+    assert [i["name"] for i in update["inputs"][:5]] == ["observation", "action", "reward", "discount",
+                                                          "next_observation"]
+    for output in update["outputs"]:
+        if output["variable"] is not None:
+            assert update["inputs"][output["input_index"]]["name"] == output["variable"]
+    updated = {o["variable"] for o in update["outputs"]}
+    assert {"optimizer/adam/learning_rate", "actor/env_steps"}.isdisjoint(updated)  # read, never written
+    assert {"learner/updates", "optimizer/adam/iteration", "target/conv2d_3/kernel"} <= updated
+    stored = np.load(out / "variables.npz")
+    assert all(i["name"] in stored.files for p in programs.values() for i in p["inputs"] if i["is_variable"])
+
+
+@pytest.mark.slow
+def test_run_programs_without_tensorflow(atari, tmp_path):
+    """The runner as a real subprocess on a path where `import tensorflow` fails."""
+    out = atari[4]
+    blocker = tmp_path / "no_tf" / "tensorflow"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('tensorflow is blocked in this test')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocker.parent)}
+    probe = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env, capture_output=True, text=True)
+    assert probe.returncode != 0 and "blocked" in probe.stderr
+    result = subprocess.run([sys.executable, "tools/run_programs.py", str(out), "--seconds", "0.3", "--atari-env",
+                             "--num-envs", "2"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    report = json.loads((out / "timings.json").read_text())
+    assert {"device", "peak", "programs", "learner_ceilings", "end_to_end"} <= set(report)
+    assert [r["program"] for r in report["programs"]] == ["act_b2", "update", "update_k2"]
+    for row in report["programs"]:
+        assert row["calls_per_sec"] > 0 and 0 < row["share_of_peak"] < 2
+    assert [c["training_interval"] for c in report["learner_ceilings"]] == [1, 4, 8]
+    assert report["learner_ceilings"][1]["plain_update_env_steps_per_sec"] == pytest.approx(
+        4 * report["programs"][1]["updates_per_sec"])
+    assert all("fused_ceiling_env_steps_per_sec" in row for row in report["end_to_end"])
+    assert "| update_k2 |" in (out / "timings.md").read_text() and "| update |" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [(["/nonexistent/programs"], "is not a folder"),
+                                           (["{tmp}"], "holds no manifest.json"),
+                                           (["{tmp}", "--seconds", "0"], "is not positive")])
+def test_run_programs_errors_are_one_line(tmp_path, args, message):
+    args = [a.format(tmp=tmp_path) for a in args]
+    result = subprocess.run([sys.executable, "tools/run_programs.py", *args], cwd=REPO, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert message in result.stderr

@@ -1,0 +1,273 @@
+"""Export the XLA programs tfdqn runs (act, one update, fused k updates) for a host without TensorFlow.
+
+    python tools/export_programs.py [--env Breakout] [--set key=value ...] --out DIR
+                                    [--act-batches 1 8 64] [--fused-k 1 2 4 8]
+
+Builds the agent from the config the trainer uses for --env, and XLA-compiles the same Python
+functions that `agent.actor.act`, `agent.learner.update` and `agent.learner.update_many` trace.
+Writes, into DIR:
+  <program>.hlo.pb   the HloModuleProto that TensorFlow's XLA bridge builds for the program; its
+                     parameters are the data inputs, then every variable the graph captures
+  variables.npz      the starting value of every captured variable, by name
+  manifest.json      per program: inputs (shape, dtype, variable or data, how to draw the data),
+                     outputs and the variable each one updates, FLOPs per call from the layer shapes
+`python tools/run_programs.py DIR` compiles and times them with jax alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import pathlib
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tfdqn import config as config_lib  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow  # noqa: E402
+from tfdqn.errors import RunFailure, UserError  # noqa: E402
+
+MANIFEST_FORMAT = 1
+# XLA's element types as NumPy dtype names (bfloat16 as jax and ml_dtypes spell it).
+XLA_DTYPES = {"PRED": "bool", "S8": "int8", "S16": "int16", "S32": "int32", "S64": "int64", "U8": "uint8",
+              "U16": "uint16", "U32": "uint32", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
+              "F32": "float32", "F64": "float64"}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(prog="python tools/export_programs.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--env", default="Breakout", help="env name or id, as for tfdqn.train (default Breakout)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
+    parser.add_argument("--act-batches", type=int, nargs="+", default=[1, 8, 64], metavar="B",
+                        help="observations per act call, one act program each")
+    parser.add_argument("--fused-k", type=int, nargs="+", default=[1, 2, 4, 8], metavar="K",
+                        help="updates per update_many call, one fused program each")
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder for the modules and manifest.json")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def make_config(env: str, sets: list[str]) -> config_lib.DQNConfig:
+    """The trainer's config for `env`: the same file choice and overrides as `python -m tfdqn.train`."""
+    from tfdqn.train import default_config_file
+
+    overrides = {**config_lib.parse_set(sets), "env.id": env}
+    return config_lib.build_config([default_config_file(env)], overrides)
+
+
+def build_agent(config: config_lib.DQNConfig):
+    """The agent and env spec exactly as training builds them (the env is made only for its spec)."""
+    from tfdqn.agent import make_agent
+    from tfdqn.envs import make_env
+
+    env, spec = make_env(config.env, seed=config.run.seed)
+    env.close()
+    return make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions), spec
+
+
+def named_variables(agent) -> dict:
+    """Every variable a program can capture, under a name that says whose it is."""
+    named = {f"online/{v.path}": v for v in agent.online.variables}
+    named.update({f"target/{v.path}": v for v in agent.target.variables})
+    named.update({f"optimizer/{v.path}": v for v in agent.learner.optimizer.variables})
+    learner = agent.learner
+    named.update({"learner/updates": learner.updates, "learner/first_nonfinite_update": learner.first_nonfinite_update,
+                  "learner/first_nonfinite_env_step": learner.first_nonfinite_env_step,
+                  "actor/env_steps": agent.actor.env_steps, "actor/rng_state": agent.actor.generator.state})
+    return named
+
+
+def data_recipes(spec, program_kind: str) -> dict:
+    """How a runner draws each data input: what the replay or the env would feed, in range and dtype."""
+    observation = ({"kind": "integers", "low": 0, "high": 256} if spec.frame_dtype == np.uint8
+                   else {"kind": "normal", "scale": 1.0})
+    if program_kind == "act":
+        return {"observation": observation}
+    return {"observation": observation, "next_observation": observation,
+            "action": {"kind": "integers", "low": 0, "high": spec.num_actions},
+            "reward": {"kind": "choice", "values": [-1.0, 0.0, 1.0]},
+            "discount": {"kind": "bernoulli", "p": 0.99}}
+
+
+def data_names(function) -> list[str]:
+    """The data inputs' names: the Python function's parameter names (`observation`, `action`, ...)."""
+    return list(inspect.signature(function.python_function).parameters)
+
+
+def example_data(function, shapes: list) -> list:
+    """Zero-filled data inputs: the XLA bridge compiles only static shapes, so it needs concrete ones."""
+    return [np.zeros(shape, spec.dtype.as_numpy_dtype) for spec, shape in zip(function.input_signature, shapes)]
+
+
+def xla_function(function):
+    """The same Python function, traced again with XLA on: the export does not depend on the
+    `compute.*_jit_compile` settings, and TensorFlow's own (unchanged) function stays the reference."""
+    import tensorflow as tf
+
+    return tf.function(function.python_function, input_signature=function.input_signature, jit_compile=True)
+
+
+def written_captures(concrete) -> set[int]:
+    """Indices of the captured variables that the graph assigns to: the bridge returns their new values."""
+    from tensorflow.python.framework import auto_control_deps_utils as acd
+
+    index = {id(placeholder): i for i, placeholder in enumerate(concrete.graph.internal_captures)}
+    written = set()
+    for op in concrete.graph.get_operations():
+        written.update(index[id(t)] for t in acd.get_read_write_resource_inputs(op)[1] if id(t) in index)
+    return written
+
+
+def hlo_signature(hlo: bytes) -> tuple[list, list]:
+    """(parameters, results) of the module's entry computation as (shape, dtype) pairs."""
+    from tensorflow.compiler.xla import xla_data_pb2
+    from tensorflow.compiler.xla.service import hlo_pb2
+
+    program_shape = hlo_pb2.HloModuleProto.FromString(hlo).host_program_shape
+    pair = lambda s: (list(s.dimensions), XLA_DTYPES[xla_data_pb2.PrimitiveType.Name(s.element_type)])  # noqa: E731
+    result = program_shape.result
+    results = result.tuple_shapes if result.element_type == xla_data_pb2.TUPLE else [result]
+    return [pair(s) for s in program_shape.parameters], [pair(s) for s in results]
+
+
+def result_names(structured) -> list[str]:
+    """Names of the function's results in the order the module returns them (dict keys sorted, as tf.nest)."""
+    return sorted(structured) if isinstance(structured, dict) else ["actions"]
+
+
+def capture_names(concrete, variables: dict, name: str, values: dict) -> list[str]:
+    """The variable name of each captured input; a captured constant is stored under the program's name."""
+    by_handle = {id(v.handle): key for key, v in variables.items()}
+    names = []
+    for i, tensor in enumerate(concrete.captured_inputs):
+        key = by_handle.get(id(tensor))
+        if key is None:
+            if tensor.dtype.name == "resource":
+                raise RunFailure(f"program {name} captures a variable that tfdqn does not name ({tensor})")
+            key = f"captured/{name}/{i}"
+            values[key] = tensor.numpy()
+        names.append(key)
+    return names
+
+
+def check_signature(name: str, inputs: list, outputs: list, traced: list, hlo: bytes) -> list:
+    """Fill in the results' static shapes from the module, after checking that it takes and returns
+    exactly what the manifest says (a misfed module would run and time the wrong thing)."""
+    import tensorflow as tf
+
+    parameters, results = hlo_signature(hlo)
+    expected = [(i["shape"], i["dtype"]) for i in inputs]
+    matches = (parameters == expected and len(results) == len(outputs)
+               and all(tf.TensorShape(t.shape).is_compatible_with(shape) and t.dtype.name == dtype
+                       for t, (shape, dtype) in zip(traced, results))
+               and all((o["shape"], o["dtype"]) == r for o, r in zip(outputs[len(traced):], results[len(traced):])))
+    if not matches:
+        raise RunFailure(f"program {name}: module signature {parameters} -> {results} differs from the traced "
+                         f"function's {expected} -> {[(o['shape'], o['dtype']) for o in outputs]}")
+    for output, (shape, _) in zip(outputs, results):
+        output["shape"] = shape
+    return outputs
+
+
+def export_program(function, data: list, variables: dict, values: dict, out: pathlib.Path, name: str) -> dict:
+    """Write `name`.hlo.pb and return its manifest entry: inputs, outputs and which variable each output updates."""
+    import tensorflow as tf
+
+    compiled = xla_function(function)
+    tensors = [tf.constant(array) for array in data]
+    concrete = compiled.get_concrete_function(*tensors)
+    hlo = compiled.experimental_get_compiler_ir(*tensors)(stage="hlo_serialized")
+    names = capture_names(concrete, variables, name, values)
+    for key in names:
+        values.setdefault(key, variables[key].numpy())
+    inputs = [{"name": key, "shape": list(array.shape), "dtype": array.dtype.name, "is_variable": False}
+              for key, array in zip(data_names(function), data)]
+    inputs += [{"name": key, "shape": list(values[key].shape), "dtype": values[key].dtype.name, "is_variable": True}
+               for key in names]
+    traced = tf.nest.flatten(concrete.structured_outputs)
+    outputs = [{"name": key, "shape": None, "dtype": t.dtype.name, "variable": None}
+               for key, t in zip(result_names(concrete.structured_outputs), traced)]
+    for index in sorted(written_captures(concrete)):  # the bridge appends updated variables in parameter order
+        entry = inputs[len(data) + index]
+        outputs.append({"name": entry["name"], "shape": entry["shape"], "dtype": entry["dtype"],
+                        "variable": entry["name"], "input_index": len(data) + index})
+    outputs = check_signature(name, inputs, outputs, traced, hlo)
+    (out / f"{name}.hlo.pb").write_bytes(hlo)
+    return {"name": name, "file": f"{name}.hlo.pb", "inputs": inputs, "outputs": outputs}
+
+
+def program_plan(agent, config, spec, act_batches: list[int], fused_ks: list[int]) -> list[dict]:
+    """Each program to export: its function, data shapes, FLOPs per call and what one call advances."""
+    from tfdqn.flops import forward_flops, update_flops
+
+    batch, observation = config.replay.batch_size, list(spec.observation_shape)
+    one_update = update_flops(agent.online, batch, config.learner.double_dqn)
+    update_shapes = [[batch, *observation], [batch], [batch], [batch], [batch, *observation]]
+    plan = [{"name": f"act_b{b}", "kind": "act", "function": agent.actor.act, "shapes": [[b, *observation]],
+             "batch_size": b, "env_steps_per_call": b, "updates_per_call": 0,
+             "flops_per_call": forward_flops(agent.online, b), "increments": {"actor/env_steps": b}}
+            for b in act_batches]
+    plan.append({"name": "update", "kind": "update", "function": agent.learner.update, "shapes": update_shapes,
+                 "batch_size": batch, "env_steps_per_call": 0, "updates_per_call": 1, "flops_per_call": one_update,
+                 "increments": {"learner/updates": 1}})
+    plan += [{"name": f"update_k{k}", "kind": "update", "function": agent.learner.update_many,
+              "shapes": [[k, *shape] for shape in update_shapes], "batch_size": batch, "env_steps_per_call": 0,
+              "updates_per_call": k, "flops_per_call": k * one_update, "increments": {"learner/updates": k}}
+             for k in fused_ks]
+    return plan
+
+
+def export_programs(agent, config, spec, out: pathlib.Path, act_batches: list[int], fused_ks: list[int]) -> dict:
+    """Write every program, variables.npz and manifest.json into `out`; return the manifest."""
+    import tensorflow as tf
+
+    out.mkdir(parents=True, exist_ok=True)
+    variables, values, programs = named_variables(agent), {}, []
+    for item in program_plan(agent, config, spec, act_batches, fused_ks):
+        function = item.pop("function")
+        entry = export_program(function, example_data(function, item.pop("shapes")), variables, values, out,
+                               item["name"])
+        recipes = data_recipes(spec, item["kind"])
+        for field in entry["inputs"]:
+            if not field["is_variable"]:
+                field["generate"] = recipes[field["name"]]
+        programs.append({**item, **entry})
+    np.savez_compressed(out / "variables.npz", **values)
+    manifest = {"format": MANIFEST_FORMAT, "tensorflow_version": tf.__version__, "x64": True,
+                "env": {"id": spec.env_id, "is_atari": spec.is_atari, "observation_shape": list(spec.observation_shape),
+                        "frame_dtype": np.dtype(spec.frame_dtype).name, "num_actions": spec.num_actions},
+                "config": config_lib.to_dict(config), "variables_file": "variables.npz", "programs": programs}
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    return manifest
+
+
+def _check_counts(name: str, values: list[int]) -> None:
+    if not values or min(values) < 1:
+        raise UserError(f"{name} {values} must list positive integers; allowed: e.g. {name} 1 8 64")
+
+
+def _main(args: argparse.Namespace) -> int:
+    _check_counts("--act-batches", args.act_batches)
+    _check_counts("--fused-k", args.fused_k)
+    config = make_config(args.env, args.set)
+    start_tensorflow()
+    agent, spec = build_agent(config)
+    out = pathlib.Path(args.out)
+    manifest = export_programs(agent, config, spec, out, args.act_batches, args.fused_k)
+    print("| program | inputs | outputs (variables updated) | MFLOP per call |\n|---|---|---|---|")
+    for p in manifest["programs"]:
+        updated = sum(o["variable"] is not None for o in p["outputs"])
+        print(f"| {p['name']} | {len(p['inputs'])} | {len(p['outputs'])} ({updated}) | {p['flops_per_call'] / 1e6:,.1f} |")
+    print(f"wrote {len(manifest['programs'])} programs, variables.npz and manifest.json to {out}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(build_parser(), _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
