@@ -1,0 +1,92 @@
+"""Vector envs: the single env, gymnasium's SyncVectorEnv and ale-py's AtariVectorEnv behind one step()."""
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conftest import TINY
+from tfdqn import config as config_lib
+from tfdqn.vector import AtariVector, GymVectorEnv, SingleEnv, ale_game_name, make_vector_env
+
+
+def _env_config(name):
+    return config_lib.build_config([config_lib.CONFIG_DIR / name], {}).env
+
+
+@pytest.mark.parametrize("env_id, game", [("ALE/Breakout-v5", "breakout"), ("ALE/MsPacman-v5", "ms_pacman"),
+                                          ("ALE/SpaceInvaders-v5", "space_invaders")])
+def test_ale_game_names(env_id, game):
+    assert ale_game_name(env_id) == game
+
+
+@pytest.mark.parametrize("name, num_envs, kind", [("cartpole.yaml", 1, SingleEnv), ("cartpole.yaml", 3, GymVectorEnv),
+                                                  ("atari.yaml", 1, SingleEnv), ("atari.yaml", 4, AtariVector)])
+def test_step_shapes_and_episode_ends(name, num_envs, kind):
+    vector, spec = make_vector_env(_env_config(name), num_envs, seed=0)
+    assert isinstance(vector, kind) and vector.num_envs == num_envs
+    frames = vector.reset(seed=0)
+    assert frames.shape == (num_envs, *spec.frame_shape) and frames.dtype == spec.frame_dtype
+    rng = np.random.default_rng(0)
+    ends = games = 0
+    for _ in range(400):
+        step = vector.step(rng.integers(0, spec.num_actions, num_envs))
+        ended = step.terminated | step.truncated
+        assert step.next_frames.shape == step.final_frames.shape == frames.shape
+        # Where nothing ended the final frame is the next frame; the replay stores it only where one did.
+        np.testing.assert_array_equal(step.final_frames[~ended], step.next_frames[~ended])
+        assert step.reward.dtype == np.float32
+        ends += int(ended.sum())
+        games += len(step.games)
+        assert all(0 <= index < num_envs and length > 0 for index, _, length in step.games)
+    assert ends > 0 and games > 0
+    vector.close()
+
+
+def test_atari_vector_reports_whole_games_with_raw_returns():
+    """Lives end learning episodes, not games: whole games are fewer than terminations, and a game's
+    return is the sum of its raw (unclipped) rewards."""
+    vector = AtariVector(_env_config("atari.yaml"), 2, seed=1)
+    vector.reset()
+    rng = np.random.default_rng(1)
+    running, terminations, games = np.zeros(2), 0, []
+    for _ in range(1500):
+        step = vector.step(rng.integers(0, 4, 2))
+        running += step.reward
+        terminations += int(step.terminated.sum())
+        for index, episode_return, _ in step.games:
+            assert episode_return == running[index]
+            running[index] = 0.0
+            games.append(episode_return)
+    assert games and terminations >= 3 * len(games)
+
+
+def test_seeds_give_each_env_its_own_game():
+    vector, _ = make_vector_env(_env_config("cartpole.yaml"), 3, seed=5)
+    frames = vector.reset()
+    assert len({tuple(f) for f in frames}) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env", ["CartPole", "Breakout"])
+def test_train_with_vector_envs_counts_env_steps_across_envs(env, tmp_path, run_cmd):
+    args = [*TINY, "--env", env, "--num-envs", "4", "--training-interval", "2", "--total-steps", "1200",
+            "--learning-starts", "400", "--logdir", str(tmp_path), "--run-name", env]
+    if env == "Breakout":
+        args += ["--set", "replay.capacity=4000", "--set", "run.final_eval_episodes=1",
+                 "--set", "env.max_episode_frames=2000"]
+    result = run_cmd("tfdqn.train", *args)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / env / "summary.json").read_text())
+    assert summary["num_envs"] == 4 and summary["env_steps"] == 1200
+    assert summary["updates"] == (1200 - 400) // 2  # training_interval counts env steps over all envs
+
+
+@pytest.mark.slow
+def test_vector_runs_are_reproducible(tmp_path, run_cmd):
+    rows = []
+    for name in ("a", "b"):
+        result = run_cmd("tfdqn.train", *TINY, "--num-envs", "3", "--logdir", str(tmp_path), "--run-name", name)
+        assert result.returncode == 0, result.stderr
+        rows.append((tmp_path / name / "episodes.csv").read_text())
+    assert rows[0] == rows[1] and len(rows[0].splitlines()) > 10
