@@ -11,6 +11,7 @@ import collections
 import json
 import pathlib
 import pickle
+import threading
 import time
 
 import numpy as np
@@ -19,6 +20,7 @@ import tqdm
 
 from tfdqn import config as config_lib
 from tfdqn.agent import make_agent
+from tfdqn.async_learner import AsyncLearner, RatioGate
 from tfdqn.checkpoint import Checkpointer
 from tfdqn.config import DQNConfig
 from tfdqn.envs import make_env
@@ -187,9 +189,24 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
 
     envs_pickle = _pickles_faithfully(vector, spec.is_atari)
     batch_size = config.replay.batch_size
+    replay_lock = threading.Lock()  # async mode: the learner thread samples while this thread adds
+    background = None
+    if run.async_learner:
+        slack = max(1, -(-num_envs // run.training_interval))  # one vector step's updates may be pending
+        gate = RatioGate(run.learning_starts, run.training_interval, slack, start_step, updates_done)
+        background = AsyncLearner(agent.learner, replay, replay_lock, gate, batch_size, MAX_FUSED_UPDATES).start()
+
+    def settle() -> None:
+        """Async mode: let the learner finish what is owed, so a checkpoint or summary sees agreeing counters."""
+        nonlocal updates_done
+        if background:
+            background.gate.settle(replay.can_sample(batch_size))
+            background.check()
+            updates_done = background.gate.updates
 
     def save(env_steps: int) -> None:
         nonlocal last_checkpoint, checkpoint_cost
+        settle()
         _check_finite(agent, last_checkpoint)
         state = {"updates_done": updates_done, "frames": frames, "stack": stack,
                  "env": vector if envs_pickle else None, "eval_env": eval_env if envs_pickle else None}
@@ -218,7 +235,8 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                                      f"{error.__class__.__name__}: {first}; last checkpoint: "
                                      f"{_kept(last_checkpoint)}") from error
                 t = timer.add("env_step", t)
-                replay.add(frames, actions, step.reward, step.terminated, step.truncated, step.final_frames)
+                with replay_lock:
+                    replay.add(frames, actions, step.reward, step.terminated, step.truncated, step.final_frames)
                 stack.push(step.next_frames)
                 for i in np.flatnonzero(step.terminated | step.truncated):  # a new episode starts from its own frame
                     stack.reset(i, step.next_frames[i])
@@ -228,8 +246,14 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                 window["env_steps"] += num_envs
                 t = timer.add("replay_add", t)
 
+                updates_before = updates_done
+                if background:  # the learner thread updates; wait here only if it fell behind
+                    background.gate.advance(env_steps, replay.can_sample(batch_size))
+                    background.check()
+                    updates_done, metrics = background.gate.updates, background.metrics or metrics
+                    t = timer.add("wait", t)
                 # Every due update in one call: k batches sampled together, k updates in one graph.
-                due = updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done
+                due = 0 if background else updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done
                 while due > 0 and replay.can_sample(batch_size):
                     k = min(due, MAX_FUSED_UPDATES)
                     batch = replay.sample(k * batch_size)
@@ -238,13 +262,16 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                     metrics["td_loss"].numpy()  # wait for the device: the update's time is charged to it
                     t = timer.add("update", t)
                     updates_done += k
-                    window["updates"] += k
                     due -= k
+                window["updates"] += updates_done - updates_before
 
                 if _crossed(before, env_steps, run.log_every) or env_steps >= run.total_steps:
                     _check_finite(agent, last_checkpoint)
                     timer.add("log", t)
                     shares = timer.window_shares()  # closes the window; what follows is charged to the next
+                    if background:  # the learner's phases come from its own thread's timer
+                        shares.update({k: v for k, v in background.timer.window_shares().items()
+                                       if k in ("share_update", "share_replay_sample")})
                     t = time.perf_counter()
                     system = sampler.drain()
                     for key, value in system.items():
@@ -283,10 +310,14 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                 stopped_by = stop.signal_name
                 if last_checkpoint != env_steps:
                     save(env_steps)
-
+            settle()
         finally:
             wall = time.perf_counter() - started
             run_shares = timer.run_shares()
+            if background:
+                background.stop()
+                run_shares.update({k: v for k, v in background.timer.run_shares().items()
+                                   if k in ("share_update", "share_replay_sample")})
             profiler.stop()
             sampler.stop()
             bar.close()
@@ -299,6 +330,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
             "updates": updates_done,
             "training_interval": run.training_interval,
             "num_envs": num_envs,
+            "async_learner": run.async_learner,
             "episodes": episodes.count,
             **({"resumed_from_env_steps": start_step} if resume else {}),
             **({"stopped_by": stopped_by} if stopped_by else {}),

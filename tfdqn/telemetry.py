@@ -1,8 +1,10 @@
 """Phase timers: where the loop's wall time goes, as shares that add up to one."""
 
+import threading
 import time
 
-PHASES = ("env_step", "act", "replay_add", "replay_sample", "update", "log", "checkpoint", "eval")
+# "wait": async mode only, the actors waiting for the learner to catch up.
+PHASES = ("env_step", "act", "replay_add", "replay_sample", "update", "wait", "log", "checkpoint", "eval")
 
 
 def _shares(seconds: dict, wall: float) -> dict:
@@ -15,9 +17,11 @@ def _shares(seconds: dict, wall: float) -> dict:
 class PhaseTimer:
     """Seconds per phase, both since the last `window_shares` call and since construction.
 
-    Time in no phase counts as `other`, so the shares of a window always sum to one."""
+    Time in no phase counts as `other`, so the shares of a window always sum to one. Thread-safe: the
+    async learner's timer is read by the main thread."""
 
     def __init__(self):
+        self._lock = threading.Lock()
         self._started = time.perf_counter()
         self._totals = dict.fromkeys(PHASES, 0.0)
         self._window = dict.fromkeys(PHASES, 0.0)
@@ -26,16 +30,18 @@ class PhaseTimer:
     def add(self, phase: str, started: float) -> float:
         """Charge the time since `started` to `phase`; returns now, to chain into the next phase."""
         now = time.perf_counter()
-        self._window[phase] += now - started
-        self._totals[phase] += now - started
+        with self._lock:
+            self._window[phase] += now - started
+            self._totals[phase] += now - started
         return now
 
     def window_shares(self) -> dict:
         """Shares of the window that ends now, with its length in `wall_seconds`; starts a new window."""
-        now = time.perf_counter()
-        shares = {"wall_seconds": now - self._window_start, **_shares(self._window, now - self._window_start)}
-        self._window = dict.fromkeys(PHASES, 0.0)
-        self._window_start = now
+        with self._lock:
+            now = time.perf_counter()
+            shares = {"wall_seconds": now - self._window_start, **_shares(self._window, now - self._window_start)}
+            self._window = dict.fromkeys(PHASES, 0.0)
+            self._window_start = now
         return shares
 
     def run_shares(self) -> dict:

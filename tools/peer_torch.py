@@ -58,3 +58,30 @@ class TorchDQN:
         if self.updates % self.target_update_period == 0:
             self.target.load_state_dict(self.online.state_dict())
         return loss.item()
+
+
+def measure(seconds: float, batch_size: int = 32, num_actions: int = 4) -> dict:
+    """Calls/s of the update at `batch_size` and of act at batch 1 and 8, each timed for about `seconds`."""
+    from bench_timing import calls_per_second
+
+    peer = TorchDQN(num_actions, learning_rate=1e-4, adam_epsilon=1.5e-4, gamma=0.99, max_grad_norm=10.0,
+                    target_update_period=2000)
+    rng = np.random.default_rng(0)
+    frames = lambda n: rng.integers(0, 256, (n, 4, 84, 84), dtype=np.uint8)  # noqa: E731
+    batch = (frames(batch_size), rng.integers(0, num_actions, batch_size).astype(np.int32),
+             rng.normal(size=batch_size).astype(np.float32), np.ones(batch_size, np.float32), frames(batch_size))
+    one, eight = frames(1), frames(8)
+    x = torch.randn(2048, 2048)
+    matmul_per_sec = calls_per_second(lambda: x @ x, seconds)
+    return {"threads": torch.get_num_threads(), "version": torch.__version__,
+            "peak_flops": matmul_per_sec * 2 * 2048**3,
+            "updates_per_sec": calls_per_second(lambda: peer.update(*batch), seconds),
+            "act_per_sec_b1": calls_per_second(lambda: peer.act(one, 0.05), seconds),
+            "act_per_sec_b8": calls_per_second(lambda: peer.act(eight, 0.05), seconds)}
+
+
+if __name__ == "__main__":
+    import json
+    import sys
+
+    print(json.dumps(measure(float(sys.argv[1]) if len(sys.argv) > 1 else 3.0)))

@@ -1,0 +1,58 @@
+"""Async mode: the ratio gate with real threads, and a real async training run holding the replay ratio."""
+
+import json
+import threading
+import time
+
+import pytest
+
+from tests.conftest import TINY
+from tfdqn.async_learner import RatioGate
+from tfdqn.logger import read_scalars
+from tfdqn.schedules import updates_due
+
+
+@pytest.mark.parametrize("interval, steps_per_advance, slack", [(1, 1, 1), (4, 1, 1), (1, 8, 8), (2, 8, 4)])
+def test_gate_holds_the_ratio_with_real_threads(interval, steps_per_advance, slack):
+    gate = RatioGate(learning_starts=20, training_interval=interval, slack=slack, env_steps=0, updates=0)
+    lags = []
+
+    def learner():
+        while k := gate.take(most=3):
+            time.sleep(0.0005)  # a slow update: the actors must wait for it
+            gate.done(k)
+
+    thread = threading.Thread(target=learner)
+    thread.start()
+    env_steps = 0
+    for _ in range(300):
+        env_steps += steps_per_advance
+        gate.advance(env_steps, can_learn=True)
+        lags.append(updates_due(env_steps, 20, interval) - gate.updates)
+    gate.settle(can_learn=True)
+    final = gate.updates
+    gate.close()
+    thread.join()
+    assert max(lags) <= slack  # the actors never ran ahead of the learner by more than the slack
+    assert final == updates_due(env_steps, 20, interval)  # and settle() leaves nothing owed
+
+
+def test_gate_never_holds_the_actors_while_the_learner_cannot_sample():
+    gate = RatioGate(learning_starts=0, training_interval=1, slack=1, env_steps=0, updates=0)
+    gate.advance(50, can_learn=False)  # no learner thread at all: this must return
+    assert gate.updates == 0
+
+
+@pytest.mark.slow
+def test_async_run_holds_the_replay_ratio_within_five_percent(tmp_path, run_cmd):
+    args = [*TINY, "--total-steps", "3000", "--training-interval", "2", "--set", "run.async_learner=true",
+            "--logdir", str(tmp_path), "--run-name", "a"]
+    result = run_cmd("tfdqn.train", *args)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["async_learner"] and summary["updates"] == (3000 - 500) // 2
+    steps = read_scalars(tmp_path / "a", "perf/env_steps_per_sec")
+    updates = read_scalars(tmp_path / "a", "perf/updates_per_sec")
+    ratios = [u / s for (step, s), (_, u) in zip(steps, updates) if step > 1000]  # windows after learning starts
+    assert ratios and all(abs(r * 2 - 1) <= 0.05 for r in ratios), ratios
+    assert 0 < summary["learner_busy_share"] <= 1 and summary["final_eval_episodes"] == 2

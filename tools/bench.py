@@ -1,0 +1,207 @@
+"""Where tfdqn stands against this machine's limit and its peers, measured side by side in one run.
+
+    python tools/bench.py [--quick] [--peer torch] [--peer sb3] --out FILE.json
+
+The limit: `peak_flops` (a large float32 matmul, timed here) against `update_flops` (one batch-32
+Nature-CNN update, counted from the layer shapes), and the env's own ceiling (random actions through
+the env path training uses). tfdqn's figures: its update (plain, fused, XLA, bfloat16), act at batch 1
+and 8, and the real trainer (`python -m tfdqn.train`) on Breakout. Peers run in their own processes
+right after, so each ratio compares figures taken minutes apart on the same machine. Prints a table
+and writes every figure to the JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+from bench_timing import calls_per_second
+
+TOOLS = pathlib.Path(__file__).resolve().parent
+REPO = TOOLS.parent
+FUSED_K = 8
+
+
+def machine() -> dict:
+    import ale_py
+    import gymnasium
+    import tensorflow as tf
+
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+                 platform.processor()) if os.path.exists("/proc/cpuinfo") else platform.processor()
+    return {"cpu": model, "cores": os.cpu_count(), "python": platform.python_version(),
+            "tensorflow": tf.__version__, "numpy": np.__version__, "gymnasium": gymnasium.__version__,
+            "ale_py": ale_py.__version__, "gpus": [d.name for d in tf.config.list_physical_devices("GPU")]}
+
+
+def atari_config(**overrides):
+    from tfdqn import config as config_lib
+
+    return config_lib.build_config([config_lib.CONFIG_DIR / "atari.yaml"], overrides)
+
+
+def program_figures(seconds: float) -> dict:
+    """Peak matmul, update variants and act, all in this process with TensorFlow."""
+    import tensorflow as tf
+
+    from tfdqn.agent import make_agent
+    from tfdqn.flops import update_flops
+
+    x = tf.random.normal([2048, 2048])
+    matmul = tf.function(lambda x: tf.matmul(x, x))
+    peak = calls_per_second(lambda: matmul(x).numpy(), seconds) * 2 * 2048**3
+    rng = np.random.default_rng(0)
+    frames = lambda n: rng.integers(0, 256, (n, 4, 84, 84), dtype=np.uint8)  # noqa: E731
+    batch = (frames(32), rng.integers(0, 4, 32).astype(np.int32), rng.normal(size=32).astype(np.float32),
+             np.ones(32, np.float32), frames(32))
+    stacked = [np.stack([column] * FUSED_K) for column in batch]
+
+    def agent(**compute):
+        config = atari_config(**{f"compute.{k}": v for k, v in compute.items()})
+        return config, make_agent(config, (4, 84, 84), np.uint8, 4)
+
+    config, plain = agent()
+    flops = update_flops(plain.online, 32, config.learner.double_dqn)
+    update = lambda learner: lambda: learner.update(*batch)["td_loss"].numpy()  # noqa: E731
+    figures = {"peak_flops": peak, "update_flops": flops,
+               "updates_per_sec": calls_per_second(update(plain.learner), seconds),
+               "updates_per_sec_fused": FUSED_K * calls_per_second(
+                   lambda: plain.learner.update_many(*stacked)["td_loss"].numpy(), seconds),
+               "act_per_sec_b1": calls_per_second(lambda: plain.actor.act(batch[0][:1]).numpy(), seconds),
+               "act_per_sec_b8": calls_per_second(lambda: plain.actor.act(batch[0][:8]).numpy(), seconds)}
+    _, no_xla_act = agent(act_jit_compile=False)
+    figures["act_per_sec_b1_no_xla"] = calls_per_second(lambda: no_xla_act.actor.act(batch[0][:1]).numpy(), seconds)
+    _, xla = agent(update_jit_compile=True)
+    figures["updates_per_sec_xla"] = calls_per_second(update(xla.learner), seconds)
+    _, bf16 = agent(mixed_precision=True)
+    figures["updates_per_sec_bfloat16"] = calls_per_second(update(bf16.learner), seconds)
+    figures["update_roofline_fraction"] = figures["updates_per_sec"] * flops / peak
+    figures["update_roofline_fraction_fused"] = figures["updates_per_sec_fused"] * flops / peak
+    return figures
+
+
+def env_ceilings(steps: int, num_envs: int) -> dict:
+    """Breakout env steps/s under random actions: one `make_env` env, and the AtariVectorEnv that
+    `--num-envs` uses (the ceiling acting with that many envs is measured against)."""
+    from tfdqn.vector import make_vector_env
+
+    figures = {}
+    for n, key in ((1, "env_steps_per_sec_single"), (num_envs, "env_steps_per_sec_ceiling")):
+        vector, spec = make_vector_env(atari_config().env, n, seed=0)
+        vector.reset(seed=0)
+        rng = np.random.default_rng(0)
+        actions = rng.integers(0, spec.num_actions, (steps // n + 1, n))
+        start = time.perf_counter()
+        for row in actions:
+            vector.step(row)
+        figures[key] = len(actions) * n / (time.perf_counter() - start)
+        vector.close()
+    return figures
+
+
+def trainer_steps_per_sec(steps: int, learning_starts: int, capacity: int, num_envs: int, interval: int = 4) -> float:
+    """env steps/s of a real `python -m tfdqn.train` Breakout run, from its summary.json."""
+    with tempfile.TemporaryDirectory() as logdir:
+        command = [sys.executable, "-m", "tfdqn.train", "--env", "Breakout", "--total-steps", str(steps),
+                   "--learning-starts", str(learning_starts), "--training-interval", str(interval),
+                   "--num-envs", str(num_envs), "--logdir", logdir, "--run-name", "bench", "--quiet",
+                   "--set", f"replay.capacity={capacity}", "--set", "run.checkpoint_every=0",
+                   "--set", "run.final_eval_episodes=1", "--set", "env.max_episode_frames=20000",
+                   "--set", f"run.log_every={steps}"]
+        subprocess.run(command, cwd=REPO, check=True, capture_output=True, text=True)
+        summary = json.loads((pathlib.Path(logdir) / "bench" / "summary.json").read_text())
+    return summary["env_steps_per_sec"]
+
+
+def peer(script: str, *args) -> dict:
+    result = subprocess.run([sys.executable, str(TOOLS / script), *map(str, args)], cwd=TOOLS,
+                            capture_output=True, text=True)
+    if result.returncode:
+        raise SystemExit(f"bench: peer {script} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+ROWS = [  # (key, label, peer key)
+    ("peak_flops", "peak FLOP/s (float32 matmul)", "torch:peak_flops"),
+    ("update_flops", "FLOPs per update (batch 32)", None),
+    ("updates_per_sec", "updates/s, one per call", "torch:updates_per_sec"),
+    ("updates_per_sec_fused", f"updates/s, {FUSED_K} fused per call", "torch:updates_per_sec"),
+    ("updates_per_sec_xla", "updates/s, XLA", None),
+    ("updates_per_sec_bfloat16", "updates/s, bfloat16", None),
+    ("update_roofline_fraction", "update roofline fraction", None),
+    ("update_roofline_fraction_fused", "update roofline fraction, fused", None),
+    ("act_per_sec_b1", "act calls/s, batch 1 (XLA)", "torch:act_per_sec_b1"),
+    ("act_per_sec_b1_no_xla", "act calls/s, batch 1, no XLA", "torch:act_per_sec_b1"),
+    ("act_per_sec_b8", "act calls/s, batch 8", "torch:act_per_sec_b8"),
+    ("env_steps_per_sec_single", "env steps/s, 1 env, random", None),
+    ("env_steps_per_sec_ceiling", "env steps/s ceiling, N envs, random", None),
+    ("acting_steps_per_sec_envs", "trainer, learning off, N envs", None),
+    ("acting_share_of_ceiling", "  share of the N-env ceiling", None),
+    ("train_steps_per_sec_interval4", "trainer, interval 4, 1 env", "sb3:train_steps_per_sec_interval4"),
+    ("train_steps_per_sec_interval4_envs", "trainer, interval 4, N envs", "sb3:train_steps_per_sec_interval4"),
+]
+
+
+def table(results: dict) -> str:
+    lines = ["| figure | tfdqn | peer | tfdqn / peer |", "|---|---:|---:|---:|"]
+    for key, label, peer_key in ROWS:
+        if key not in results:
+            continue
+        value = results[key]
+        other = None
+        if peer_key:
+            name, _, field = peer_key.partition(":")
+            other = results.get("peers", {}).get(name, {}).get(field)
+        cells = [f"{value:.3g}", f"{other:.3g} ({peer_key.split(':')[0]})" if other else "",
+                 f"{value / other:.2f}" if other else ""]
+        label = label.replace("N envs", f"{results['num_envs']} envs")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="shorter timings and runs (about 3 minutes)")
+    parser.add_argument("--peer", action="append", choices=["torch", "sb3"], default=[],
+                        help="add a peer's figures (needs the compare extra: pip install -e '.[compare]')")
+    parser.add_argument("--num-envs", type=int, default=8, help="envs for the vector figures (default 8)")
+    parser.add_argument("--out", type=pathlib.Path, required=True, help="JSON file to write")
+    args = parser.parse_args(argv)
+    seconds = 2.0 if args.quick else 6.0
+    steps = 3_000 if args.quick else 12_000
+    learning_starts, capacity = 500, 50_000
+    results = {"command": " ".join(["python tools/bench.py", *sys.argv[1:]]), "machine": machine(),
+               "num_envs": args.num_envs, "seconds_per_timing": seconds, "trainer_steps": steps,
+               "trainer_learning_starts": learning_starts, "replay_capacity": capacity}
+    results.update(program_figures(seconds))
+    results.update(env_ceilings(4 * steps, args.num_envs))
+    results["acting_steps_per_sec_envs"] = trainer_steps_per_sec(4 * steps, 10**9, capacity, args.num_envs)
+    results["acting_share_of_ceiling"] = results["acting_steps_per_sec_envs"] / results["env_steps_per_sec_ceiling"]
+    results["train_steps_per_sec_interval4"] = trainer_steps_per_sec(steps, learning_starts, capacity, 1)
+    results["train_steps_per_sec_interval4_envs"] = trainer_steps_per_sec(steps, learning_starts, capacity,
+                                                                         args.num_envs)
+    results["peers"] = {}
+    if "torch" in args.peer:
+        results["peers"]["torch"] = peer("peer_torch.py", seconds)
+    if "sb3" in args.peer:
+        results["peers"]["sb3"] = peer("peer_sb3.py", steps, learning_starts, capacity)
+    results["table"] = table(results)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(json.dumps(results, indent=2) + "\n")
+    tmp.replace(args.out)
+    print(results["table"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
