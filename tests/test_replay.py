@@ -10,7 +10,16 @@ import itertools
 import numpy as np
 import pytest
 
+from tfdqn.device_replay import DeviceReplay
 from tfdqn.replay import ReplayRing
+
+
+@pytest.fixture(autouse=True, params=["host", "accelerator"])
+def ring_kind(request, monkeypatch):
+    """Every test here runs on both rings: the host NumPy ring and the tf.Variable one (replay.device)."""
+    if request.param == "accelerator":
+        monkeypatch.setitem(globals(), "ReplayRing", DeviceReplay)
+    return request.param
 
 FRAME_SHAPE = (2, 2)
 EPISODE_LENGTHS = (1, 2, 3, 6, 9, 4)

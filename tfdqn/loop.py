@@ -23,6 +23,7 @@ from tfdqn.agent import make_agent
 from tfdqn.async_learner import AsyncLearner, RatioGate
 from tfdqn.checkpoint import Checkpointer
 from tfdqn.config import DQNConfig
+from tfdqn.device_replay import DeviceReplay
 from tfdqn.envs import make_env
 from tfdqn.vector import make_vector_env
 from tfdqn.errors import RunFailure
@@ -151,8 +152,9 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
 
     vector, spec = make_vector_env(config.env, run.num_envs, seed=run.seed)
     num_envs = vector.num_envs
-    replay = ReplayRing(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
-                        num_streams=num_envs, seed=run.seed)
+    on_device = config.replay.device == "accelerator"
+    replay = (DeviceReplay if on_device else ReplayRing)(config.replay.capacity, spec.frame_shape, spec.frame_dtype,
+                                                         spec.stack_size, num_streams=num_envs, seed=run.seed)
     print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
           f"({replay.nbytes:,} bytes, {replay.nbytes / config.replay.capacity:.0f} per transition)", flush=True)
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
@@ -189,6 +191,8 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
 
     envs_pickle = _pickles_faithfully(vector, spec.is_atari)
     batch_size = config.replay.batch_size
+    update_from_replay = agent.learner.make_replay_update(lambda: replay.sample_in_graph(batch_size)) \
+        if on_device else None
     replay_lock = threading.Lock()  # async mode: the learner thread samples while this thread adds
     background = None
     if run.async_learner:
@@ -256,9 +260,14 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                 due = 0 if background else updates_due(env_steps, run.learning_starts, run.training_interval) - updates_done
                 while due > 0 and replay.can_sample(batch_size):
                     k = min(due, MAX_FUSED_UPDATES)
-                    batch = replay.sample(k * batch_size)
-                    t = timer.add("replay_sample", t)
-                    metrics = agent.learner.update_many(*(x.reshape(k, batch_size, *x.shape[1:]) for x in batch))
+                    if on_device:  # the graph samples its own batches from the variables
+                        replay.flush()
+                        t = timer.add("replay_sample", t)
+                        metrics = update_from_replay(tf.constant(k, tf.int32))
+                    else:
+                        batch = replay.sample(k * batch_size)
+                        t = timer.add("replay_sample", t)
+                        metrics = agent.learner.update_many(*(x.reshape(k, batch_size, *x.shape[1:]) for x in batch))
                     metrics["td_loss"].numpy()  # wait for the device: the update's time is charged to it
                     t = timer.add("update", t)
                     updates_done += k
@@ -345,6 +354,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
             **({"gpu_util": round(float(np.mean(system_means["system/gpu_util"])), 4)}
                if "system/gpu_util" in system_means else {}),
             "replay_capacity": config.replay.capacity,
+            "replay_device": config.replay.device,
             "replay_bytes": int(replay.nbytes),
         }
         if not stopped_by:

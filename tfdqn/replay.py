@@ -121,7 +121,7 @@ class ReplayRing:
         """Write one slot for each of `streams` (distinct) at its cursor and advance the cursor."""
         slot = self._cursor[streams]
         self._final_count[streams] -= self._final_only[streams, slot]  # an overwritten final-only slot leaves
-        self._frames[streams, slot] = frame
+        self._store_frames(streams, slot, frame)
         self._action[streams, slot] = action
         self._reward[streams, slot] = reward
         self._terminated[streams, slot] = terminated
@@ -132,6 +132,13 @@ class ReplayRing:
         self._cursor[streams] = (slot + 1) % self._slots
         self._filled[streams] = np.minimum(self._filled[streams] + 1, self._slots)
         self._episode_step[streams] += 1
+
+    def _store_frames(self, streams: np.ndarray, slot: np.ndarray, frame: np.ndarray) -> None:
+        self._frames[streams, slot] = frame
+
+    def _load_frames(self, streams: np.ndarray, slots: np.ndarray) -> np.ndarray:
+        """A fresh array of the frames at (streams, slots), broadcast together."""
+        return self._frames[streams, slots]
 
     def is_sampleable(self, indices: np.ndarray) -> np.ndarray:
         """The one predicate: which flat indices (stream * slots_per_stream + slot) hold usable transitions.
@@ -198,7 +205,7 @@ class ReplayRing:
         stream, slot = np.divmod(np.asarray(indices), self._slots)
         k = self._stack_size
         back = np.arange(k - 1, -2, -1)  # frames back from `slot`: k-1 .. 0, then -1 (the next frame)
-        window = self._frames[stream[:, None], (slot[:, None] - back) % self._slots]
+        window = self._load_frames(stream[:, None], (slot[:, None] - back) % self._slots)
         window[back > self._step_in_episode[stream, slot][:, None]] = 0
         window.flags.writeable = False
         if k == 1:

@@ -260,7 +260,8 @@ def _main(args: argparse.Namespace) -> int:
     print("| program | inputs | outputs (variables updated) | MFLOP per call |\n|---|---|---|---|")
     for p in manifest["programs"]:
         updated = sum(o["variable"] is not None for o in p["outputs"])
-        print(f"| {p['name']} | {len(p['inputs'])} | {len(p['outputs'])} ({updated}) | {p['flops_per_call'] / 1e6:,.1f} |")
+        print(f"| {p['name']} | {len(p['inputs'])} | {len(p['outputs'])} ({updated}) | "
+              f"{p['flops_per_call'] / 1e6:,.1f} |")
     print(f"wrote {len(manifest['programs'])} programs, variables.npz and manifest.json to {out}")
     return 0
 

@@ -7,9 +7,10 @@ compiled for the default jax device; variables start from DIR/variables.npz and 
 values are fed back as the next call's inputs, as TensorFlow does with its variables. Each call is
 waited for (block_until_ready) before the next, so a rate is a real per-call latency. The device's
 float32 matmul peak (default precision) gives each program's share of peak. With --atari-env, the
-exported env (an ALE game) is also stepped with ale-py's AtariVectorEnv to give the end-to-end ceiling
-of a serial loop. Writes DIR/timings.json and DIR/timings.md and prints the tables. Imports only
-NumPy and jax/jaxlib (and ale-py for --atari-env), never TensorFlow.
+exported env (an ALE game) is also stepped with the trainer's AtariVectorEnv (tfdqn.vector) to give the
+end-to-end ceiling of a serial loop. Writes DIR/timings.json and DIR/timings.md and prints the tables.
+Imports only NumPy and jax/jaxlib (and, for --atari-env, tfdqn.vector with ale-py, gymnasium and
+pyyaml), never TensorFlow.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import json
 import math
 import os
 import pathlib
-import re
 import sys
 import time
 
@@ -39,7 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seconds", type=float, default=5.0, metavar="S", help="timed calls per program (seconds)")
     parser.add_argument("--programs", nargs="+", metavar="NAME", help="time only these programs (default: all)")
     parser.add_argument("--atari-env", action="store_true",
-                        help="also step the exported ALE game with AtariVectorEnv (needs ale-py and gymnasium)")
+                        help="also step the exported ALE game with the trainer's AtariVectorEnv (needs ale-py, "
+                             "gymnasium, pyyaml)")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[8], metavar="N",
                         help="AtariVectorEnv sizes for --atari-env; a ceiling needs an act program of batch N")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
@@ -62,8 +63,11 @@ def read_manifest(folder: pathlib.Path) -> dict:
 
 def start_jax():
     """jax with 64-bit types on: the modules take int64 counters, which jax would otherwise refuse."""
-    import jax
-
+    try:
+        import jax
+    except ImportError as error:
+        raise UserError(f"jax cannot be imported ({error}); allowed: a Python with jax installed "
+                        f"(pip install jax, or jax[cuda12] for a GPU)") from None
     jax.config.update("jax_enable_x64", True)
     return jax
 
@@ -114,7 +118,6 @@ class Program:
         import jax
 
         self.spec, self.executable, self.device = spec, executable, device
-        self.data_count = sum(not i["is_variable"] for i in spec["inputs"])
         self.variable_names = [i["name"] for i in spec["inputs"] if i["is_variable"]]
         self.variables = {name: jax.device_put(values[name], device) for name in self.variable_names}
         self.result_names = [o["name"] for o in spec["outputs"] if o["variable"] is None]
@@ -247,28 +250,22 @@ def learner_ceilings(rows: list[dict]) -> list[dict]:
             for interval in INTERVALS]
 
 
-def rom_name(env_id: str) -> str:
-    """ALE/Breakout-v5 -> breakout, ALE/MontezumaRevenge-v5 -> montezuma_revenge (ale-py's ROM ids)."""
-    game = env_id.split("/")[-1].split("-")[0].removesuffix("NoFrameskip")
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", game).lower()
-
-
 def vector_env_rate(manifest: dict, num_envs: int, seconds: float) -> float:
-    """Env steps/s of ale-py's AtariVectorEnv with the exported preprocessing, random actions, all cores."""
-    from ale_py.vector_env import AtariVectorEnv
-
-    env_config, env = manifest["config"]["env"], manifest["env"]
-    vector = AtariVectorEnv(rom_name(env["id"]), num_envs, num_threads=min(num_envs, os.cpu_count() or 1),
-                            repeat_action_probability=env_config["repeat_action_probability"],
-                            frameskip=env_config["frame_skip"], noop_max=env_config["noop_max"],
-                            img_height=env_config["screen_size"], img_width=env_config["screen_size"],
-                            stack_num=env_config["frame_stack"], use_fire_reset=env_config["fire_on_reset"],
-                            max_num_frames_per_episode=env_config["max_episode_frames"], reward_clipping=False)
+    """Env steps/s of the trainer's AtariVectorEnv (tfdqn.vector, the exported env settings), random
+    actions, one emulator thread per env up to the cores. tfdqn.vector needs no TensorFlow."""
     try:
-        vector.reset(seed=0)
+        from tfdqn.config import EnvConfig
+        from tfdqn.vector import AtariVector
+    except ImportError as error:
+        raise UserError(f"--atari-env needs ale-py, gymnasium and pyyaml ({error}); allowed: install their "
+                        f"wheels (docs/gpu.md), or leave out --atari-env") from None
+    vector = AtariVector(EnvConfig(**manifest["config"]["env"]), num_envs, seed=0,
+                         num_threads=min(num_envs, usable_cores()))
+    try:
+        vector.reset()
         rng, steps, began = np.random.default_rng(0), 0, time.perf_counter()
         while steps == 0 or time.perf_counter() - began < seconds:
-            vector.step(rng.integers(0, env["num_actions"], num_envs))
+            vector.step(rng.integers(0, manifest["env"]["num_actions"], num_envs))
             steps += num_envs
         return steps / (time.perf_counter() - began)
     finally:
@@ -291,9 +288,16 @@ def end_to_end(rows: list[dict], num_envs: int, env_rate: float) -> list[dict]:
     return out
 
 
+def usable_cores() -> int:
+    """Cores this process may run on (a container's share, not the host's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def describe_device(device) -> str:
-    kind = getattr(device, "device_kind", device.platform)
-    return f"{device.platform}: {kind}" + (f" ({os.cpu_count()} CPU cores)" if device.platform == "cpu" else "")
+    """`gpu: NVIDIA H100 80GB HBM3`, or `cpu (2 cores)`."""
+    if device.platform == "cpu":
+        return f"cpu ({usable_cores()} cores)"
+    return f"{device.platform}: {getattr(device, 'device_kind', 'unknown kind')}"
 
 
 def markdown(report: dict) -> str:
@@ -335,7 +339,8 @@ def run(folder: pathlib.Path, seconds: float, names: list[str] | None = None, at
     rng = np.random.default_rng(0)
     rows = [program_row(p, time_program(p, seconds, rng), peak["flops_per_sec"]) for p in programs.values()]
     report = {"device": describe_device(device), "jax_version": jax.__version__, "seconds_per_program": seconds,
-              "env_id": manifest["env"]["id"], "peak": peak, "programs": rows, "learner_ceilings": learner_ceilings(rows)}
+              "env_id": manifest["env"]["id"], "peak": peak, "programs": rows,
+              "learner_ceilings": learner_ceilings(rows)}
     if atari_envs:
         report["end_to_end"] = [row for n in atari_envs
                                 for row in end_to_end(rows, n, vector_env_rate(manifest, n, seconds))]

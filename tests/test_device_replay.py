@@ -1,0 +1,74 @@
+"""The tf.Variable replay's in-graph sampler against the host ring's predicate and gather."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.conftest import TINY
+from tests.test_replay import _all_sampleable, _play
+from tfdqn.device_replay import DeviceReplay
+
+
+@pytest.fixture(autouse=True)
+def device_ring(monkeypatch):
+    monkeypatch.setattr("tests.test_replay.ReplayRing", DeviceReplay)
+
+
+@pytest.mark.parametrize("stack_size, num_streams", [(1, 1), (4, 1), (4, 3)])
+def test_graph_gather_equals_host_gather_for_every_sampleable_slot(stack_size, num_streams):
+    ring, _ = _play(stack_size, num_streams, slots=24, adds=70)
+    indices = _all_sampleable(ring)
+    host = ring.gather(indices)
+    stream, slot = np.divmod(indices, ring._slots)
+    graph = ring.gather_in_graph(tf.constant(stream), tf.constant(slot))
+    for name, a, b in zip(host._fields, host, graph):
+        np.testing.assert_array_equal(a, b.numpy(), err_msg=name)
+
+
+@pytest.mark.parametrize("stack_size, num_streams", [(4, 1), (4, 3)])
+def test_graph_sampler_draws_only_sampleable_slots_and_repeats_for_a_seed(stack_size, num_streams):
+    draws = []
+    for _ in range(2):
+        ring, _ = _play(stack_size, num_streams, slots=24, adds=70, seed=3)
+        ring.flush()
+        stream, slot = ring._draw(4000)
+        accepted = ring._sampleable(stream, slot).numpy()
+        np.testing.assert_array_equal(accepted, ring.is_sampleable(stream.numpy() * ring._slots + slot.numpy()))
+        batch = tf.function(lambda: ring.sample_in_graph(256))()
+        draws.append([x.numpy() for x in batch])
+        # Every sampled transition is one the host ring would rebuild the same way.
+        observation = batch[0].numpy()
+        sampleable = ring.gather(_all_sampleable(ring)).observation
+        assert all((sampleable == row).all(axis=tuple(range(1, row.ndim + 1))).any() for row in observation[:32])
+    for a, b in zip(*draws):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_replay_fed_fused_updates_trace_once():
+    from tfdqn import config as config_lib
+    from tfdqn.agent import make_agent
+
+    config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {})
+    agent = make_agent(config, (4,), np.float32, 2)
+    ring = DeviceReplay(256, (4,), np.float32)
+    rng = np.random.default_rng(0)
+    for t in range(100):
+        ring.add(rng.normal(size=(1, 4)), [t % 2], [1.0], [t % 30 == 29], [False], rng.normal(size=(1, 4)))
+    ring.flush()
+    update = agent.learner.make_replay_update(lambda: ring.sample_in_graph(16))
+    for k in (1, 3, 8):
+        metrics = update(tf.constant(k, tf.int32))
+        assert np.isfinite(metrics["td_loss"].numpy())
+    assert int(agent.learner.updates.numpy()) == 12 and update.experimental_get_tracing_count() == 1
+
+
+
+@pytest.mark.slow
+def test_training_with_the_accelerator_replay(tmp_path, run_cmd):
+    result = run_cmd("tfdqn.train", *TINY, "--set", "replay.device=accelerator", "--logdir", str(tmp_path),
+                     "--run-name", "a")
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["updates"] == 1000 and summary["replay_device"] == "accelerator"
