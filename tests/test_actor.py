@@ -59,5 +59,5 @@ def test_same_seed_same_actions_and_one_trace_each():
         np.testing.assert_array_equal(a.act(observation).numpy(), b.act(observation).numpy())
         np.testing.assert_array_equal(a.act_with_epsilon(observation, tf.constant(0.05)).numpy(),
                                       b.act_with_epsilon(observation, tf.constant(0.05)).numpy())
-    assert a.act.experimental_get_tracing_count() == 1
-    assert a.act_with_epsilon.experimental_get_tracing_count() == 1
+    assert a.act_function.experimental_get_tracing_count() == 1
+    assert a.act_with_epsilon_function.experimental_get_tracing_count() == 1

@@ -23,9 +23,15 @@ class Actor:
         self.generator = tf.random.Generator.from_seed(seed)
         self._device = device  # None: wherever TensorFlow places the network (the learner's device)
         observation = tf.TensorSpec([None, *observation_shape], tf.as_dtype(observation_dtype))
-        self.act = tf.function(self._act, input_signature=[observation], jit_compile=jit_compile)
-        self.act_with_epsilon = tf.function(self._act_with_epsilon, jit_compile=jit_compile,
-                                            input_signature=[observation, tf.TensorSpec([], tf.float32)])
+        # Each graph is traced once, here, and called through its one concrete function: that skips
+        # tf.function's per-call signature dispatch (bench: 0.55 instead of 0.74 ms per batch-1 act on
+        # 2 CPU cores) and makes a retrace impossible. The functions stay available for export.
+        self.act_function = tf.function(self._act, input_signature=[observation], jit_compile=jit_compile)
+        self.act_with_epsilon_function = tf.function(
+            self._act_with_epsilon, jit_compile=jit_compile,
+            input_signature=[observation, tf.TensorSpec([], tf.float32)])
+        self.act = self.act_function.get_concrete_function()
+        self.act_with_epsilon = self.act_with_epsilon_function.get_concrete_function()
 
     def epsilon(self) -> tf.Tensor:
         """The schedule's epsilon at the current env step (read by the logger)."""

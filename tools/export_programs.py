@@ -4,7 +4,7 @@
                                     [--act-batches 1 8 64] [--fused-k 1 2 4 8]
 
 Builds the agent from the config the trainer uses for --env, and XLA-compiles the same Python
-functions that `agent.actor.act`, `agent.learner.update` and `agent.learner.update_many` trace.
+functions that `agent.actor.act_function`, `agent.learner.update` and `agent.learner.update_many` trace.
 Writes, into DIR:
   <program>.hlo.pb   the HloModuleProto that TensorFlow's XLA bridge builds for the program; its
                      parameters are the data inputs, then every variable the graph captures
@@ -206,7 +206,7 @@ def program_plan(agent, config, spec, act_batches: list[int], fused_ks: list[int
     batch, observation = config.replay.batch_size, list(spec.observation_shape)
     one_update = update_flops(agent.online, batch, config.learner.double_dqn)
     update_shapes = [[batch, *observation], [batch], [batch], [batch], [batch, *observation]]
-    plan = [{"name": f"act_b{b}", "kind": "act", "function": agent.actor.act, "shapes": [[b, *observation]],
+    plan = [{"name": f"act_b{b}", "kind": "act", "function": agent.actor.act_function, "shapes": [[b, *observation]],
              "batch_size": b, "env_steps_per_call": b, "updates_per_call": 0,
              "flops_per_call": forward_flops(agent.online, b), "increments": {"actor/env_steps": b}}
             for b in act_batches]
