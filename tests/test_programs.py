@@ -150,8 +150,10 @@ def test_manifest_maps_outputs_to_variables_and_counts_flops(atari):
         if output["variable"] is not None:
             assert update["inputs"][output["input_index"]]["name"] == output["variable"]
     updated = {o["variable"] for o in update["outputs"]}
-    assert {"optimizer/adam/learning_rate", "actor/env_steps"}.isdisjoint(updated)  # read, never written
-    assert {"learner/updates", "optimizer/adam/iteration", first_kernels(agent)[1]} <= updated
+    optimizer = agent.learner.optimizer  # Keras numbers optimizers per process: adam, adam_1, ...
+    learning_rate, iteration = (f"optimizer/{v.path}" for v in (optimizer.learning_rate, optimizer.iterations))
+    assert {learning_rate, "actor/env_steps"}.isdisjoint(updated)  # read, never written
+    assert {"learner/updates", iteration, first_kernels(agent)[1]} <= updated
     stored = np.load(out / "variables.npz")
     assert all(i["name"] in stored.files for p in programs.values() for i in p["inputs"] if i["is_variable"])
 

@@ -108,7 +108,8 @@ def env_ceilings(steps: int, num_envs: int) -> dict:
     return figures
 
 
-def trainer_steps_per_sec(steps: int, learning_starts: int, capacity: int, num_envs: int, interval: int = 4) -> float:
+def trainer_steps_per_sec(steps: int, learning_starts: int, capacity: int, num_envs: int, *settings: str,
+                          interval: int = 4) -> float:
     """env steps/s of a real `python -m tfdqn.train` Breakout run: its one logging window, which closes
     before the final checkpoint is written (SB3's figure includes no checkpoint either)."""
     from tfdqn.logger import read_scalars
@@ -119,7 +120,7 @@ def trainer_steps_per_sec(steps: int, learning_starts: int, capacity: int, num_e
                    "--num-envs", str(num_envs), "--logdir", logdir, "--run-name", "bench", "--quiet",
                    "--set", f"replay.capacity={capacity}", "--set", "run.checkpoint_every=0",
                    "--set", "run.final_eval_episodes=1", "--set", "env.max_episode_frames=20000",
-                   "--set", f"run.log_every={steps}"]
+                   "--set", f"run.log_every={steps}", *(a for key in settings for a in ("--set", key))]
         subprocess.run(command, cwd=REPO, check=True, capture_output=True, text=True)
         (_, steps_per_sec), = read_scalars(pathlib.Path(logdir) / "bench", "perf/env_steps_per_sec")
     return steps_per_sec
@@ -151,6 +152,10 @@ ROWS = [  # (key, label, peer key)
     ("acting_share_of_ceiling", "  share of the N-env ceiling", None),
     ("train_steps_per_sec_interval4", "trainer, interval 4, 1 env", "sb3:train_steps_per_sec_interval4"),
     ("train_steps_per_sec_interval4_envs", "trainer, interval 4, N envs", "sb3:train_steps_per_sec_interval4"),
+    ("train_steps_per_sec_interval4_envs_async", "trainer, interval 4, N envs, async learner",
+     "sb3:train_steps_per_sec_interval4"),
+    ("train_steps_per_sec_interval4_device_replay", "trainer, interval 4, 1 env, device replay",
+     "sb3:train_steps_per_sec_interval4"),
 ]
 
 
@@ -192,6 +197,10 @@ def main(argv=None) -> int:
     results["train_steps_per_sec_interval4"] = trainer_steps_per_sec(steps, learning_starts, capacity, 1)
     results["train_steps_per_sec_interval4_envs"] = trainer_steps_per_sec(steps, learning_starts, capacity,
                                                                          args.num_envs)
+    results["train_steps_per_sec_interval4_envs_async"] = trainer_steps_per_sec(
+        steps, learning_starts, capacity, args.num_envs, "run.async_learner=true")
+    results["train_steps_per_sec_interval4_device_replay"] = trainer_steps_per_sec(
+        steps, learning_starts, capacity, 1, "replay.device=accelerator")
     results["peers"] = {}
     if "torch" in args.peer:
         results["peers"]["torch"] = peer("peer_torch.py", seconds)
