@@ -241,6 +241,15 @@ def test_sampling_is_reproducible_for_a_seed():
     assert not np.array_equal(draws[0], draws[2])
 
 
+def test_stacked_batches_are_one_draw_split_in_order():
+    """The fused-update input: `count` batches from one draw, batch i holding draws i*B to (i+1)*B."""
+    stacked = _play(4, 3, 16, 50, seed=2)[0].sample_stacked(3, 8)
+    flat = _play(4, 3, 16, 50, seed=2)[0].sample(24)
+    for name, a, b in zip(flat._fields, stacked, flat):
+        assert a.shape == (3, 8, *b.shape[1:]), name
+        np.testing.assert_array_equal(a.reshape(b.shape), b, err_msg=name)
+
+
 def test_can_sample_and_sample_refuses_too_few():
     ring = ReplayRing(16, FRAME_SHAPE, np.int32, stack_size=4)
     assert len(ring) == 0 and not ring.can_sample(1)

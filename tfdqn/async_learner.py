@@ -92,14 +92,13 @@ class AsyncLearner:
                 t = time.perf_counter()
                 with self._lock:
                     ready = self._replay.can_sample(self._batch_size)
-                    batch = self._replay.sample(k * self._batch_size) if ready else None
-                if batch is None:  # too few transitions yet: the actors do not wait for it either
+                    batches = self._replay.sample_stacked(k, self._batch_size) if ready else None
+                if batches is None:  # too few transitions yet: the actors do not wait for it either
                     self.gate.done(0)
                     time.sleep(0.001)
                     continue
                 t = self.timer.add("replay_sample", t)
-                b = self._batch_size
-                metrics = self._learner.update_many(*(x.reshape(k, b, *x.shape[1:]) for x in batch))
+                metrics = self._learner.update_many(*batches)
                 metrics["td_loss"].numpy()
                 self.timer.add("update", t)
                 self.metrics = metrics

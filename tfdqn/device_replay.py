@@ -18,7 +18,7 @@ import tensorflow as tf
 
 from tfdqn.replay import CHUNK_SLOTS, PER_SLOT, ReplayRing
 
-_MIRRORED = ("action", "reward", "terminated", "step_in_episode", "final_only")
+_MIRRORED = tuple(name for name in PER_SLOT if name != "frames")  # slot records kept on both sides
 
 
 class DeviceReplay(ReplayRing):
@@ -68,24 +68,21 @@ class DeviceReplay(ReplayRing):
     def chunk_arrays(self, chunk: int) -> dict:
         self.flush()
         part = slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
-        arrays = {name: getattr(self, "_" + name)[:, part] for name in PER_SLOT if name != "frames"}
+        arrays = {name: getattr(self, "_" + name)[:, part] for name in _MIRRORED}
         return {"frames": self._variables["frames"][:, part].numpy(), **arrays}
 
     def load_chunk(self, chunk: int, arrays: dict) -> None:
         part = slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
-        for name in PER_SLOT:
-            if name != "frames":
-                getattr(self, "_" + name)[:, part] = arrays[name]
         self._variables["frames"][:, part].assign(arrays["frames"])
         for name in _MIRRORED:
+            getattr(self, "_" + name)[:, part] = arrays[name]
             self._variables[name][:, part].assign(getattr(self, "_" + name)[:, part])
 
     def clear_chunk(self, chunk: int) -> None:
         part = slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
         self.load_chunk(chunk, {"frames": np.zeros(self._variables["frames"][:, part].shape,
                                                    self._variables["frames"].dtype.as_numpy_dtype),
-                                **{name: np.zeros_like(getattr(self, "_" + name)[:, part])
-                                   for name in PER_SLOT if name != "frames"}})
+                                **{name: np.zeros_like(getattr(self, "_" + name)[:, part]) for name in _MIRRORED}})
 
     def load_counters(self, counters: dict) -> None:
         super().load_counters(counters)

@@ -60,21 +60,23 @@ class Learner:
         for target_var, online_var in zip(self.target.variables, self.online.variables):
             target_var.assign(online_var)
 
-    def _update_many(self, observation, action, reward, discount, next_observation):
-        """Run k = len(action) updates in a graph loop, batch i on update i; returns the last one's metrics."""
+    def _repeat_update(self, k, batch_for) -> dict:
+        """k updates in a graph loop, update i on `batch_for(i)`; returns the last one's metrics."""
         metrics = {"td_loss": tf.constant(0.0), "q_values": tf.constant(0.0)}
-        for i in tf.range(tf.shape(action)[0]):
-            metrics = self._update(observation[i], action[i], reward[i], discount[i], next_observation[i])
+        for i in tf.range(k):
+            metrics = self._update(*batch_for(i))
         return metrics
+
+    def _update_many(self, observation, action, reward, discount, next_observation):
+        """k = len(action) updates, batch i (stacked on the leading axis) on update i."""
+        batches = (observation, action, reward, discount, next_observation)
+        return self._repeat_update(tf.shape(action)[0], lambda i: [column[i] for column in batches])
 
     def make_replay_update(self, sample) -> tf.types.experimental.GenericFunction:
         """`update_from_replay(k)`: k updates whose batches `sample()` draws inside the same graph (a
         replay held in tf.Variables), so no Python runs between them. Traced once for every k."""
         def update_from_replay(k):
-            metrics = {"td_loss": tf.constant(0.0), "q_values": tf.constant(0.0)}
-            for _ in tf.range(k):
-                metrics = self._update(*sample())
-            return metrics
+            return self._repeat_update(k, lambda _: sample())
         return tf.function(update_from_replay, input_signature=[tf.TensorSpec([], tf.int32)],
                            jit_compile=self._jit_compile)
 

@@ -25,7 +25,6 @@ from tfdqn.checkpoint import Checkpointer
 from tfdqn.config import DQNConfig
 from tfdqn.device_replay import DeviceReplay
 from tfdqn.envs import make_env
-from tfdqn.vector import make_vector_env
 from tfdqn.errors import RunFailure
 from tfdqn.evaluation import run_episodes
 from tfdqn.logger import Logger
@@ -35,6 +34,7 @@ from tfdqn.schedules import updates_due
 from tfdqn.signals import StopRequest
 from tfdqn.stacking import FrameStack
 from tfdqn.telemetry import PhaseTimer
+from tfdqn.vector import make_vector_env
 
 EVAL_SEED_OFFSET = 100_000  # evaluation envs draw from their own seed stream
 MAX_FUSED_UPDATES = 64  # updates per fused call: bounds the k-batch copy when many updates fall due at once
@@ -265,9 +265,9 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
                         t = timer.add("replay_sample", t)
                         metrics = update_from_replay(tf.constant(k, tf.int32))
                     else:
-                        batch = replay.sample(k * batch_size)
+                        batches = replay.sample_stacked(k, batch_size)
                         t = timer.add("replay_sample", t)
-                        metrics = agent.learner.update_many(*(x.reshape(k, batch_size, *x.shape[1:]) for x in batch))
+                        metrics = agent.learner.update_many(*batches)
                     metrics["td_loss"].numpy()  # wait for the device: the update's time is charged to it
                     t = timer.add("update", t)
                     updates_done += k

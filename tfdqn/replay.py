@@ -176,6 +176,10 @@ class ReplayRing:
         """A batch drawn uniformly, with replacement, from the sampleable transitions of all streams."""
         return self.gather(self.sample_indices(batch_size))
 
+    def sample_stacked(self, count: int, batch_size: int) -> Batch:
+        """`count` batches drawn together, stacked on a leading axis: the input of fused updates."""
+        return Batch(*(x.reshape(count, batch_size, *x.shape[1:]) for x in self.sample(count * batch_size)))
+
     def sample_indices(self, batch_size: int) -> np.ndarray:
         """[batch_size] flat indices drawn uniformly over written slots, redrawing those the predicate refuses."""
         if not self.can_sample(batch_size):

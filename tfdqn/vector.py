@@ -19,7 +19,7 @@ import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 
 from tfdqn.config import EnvConfig
-from tfdqn.envs import EnvSpec, make_env, resolve_env_id
+from tfdqn.envs import make_env, resolve_env_id
 
 
 class VectorStep(NamedTuple):
@@ -148,6 +148,3 @@ def make_vector_env(config: EnvConfig, num_envs: int, seed: int) -> tuple:
         return AtariVector(config, num_envs, seed), spec
     return GymVectorEnv(config, num_envs, seed), spec
 
-
-def describe(vector, spec: EnvSpec) -> str:
-    return f"{vector.num_envs} x {spec.env_id} ({type(vector).__name__})"
