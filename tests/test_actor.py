@@ -61,3 +61,24 @@ def test_same_seed_same_actions_and_one_trace_each():
                                       b.act_with_epsilon(observation, tf.constant(0.05)).numpy())
     assert a.act_function.experimental_get_tracing_count() == 1
     assert a.act_with_epsilon_function.experimental_get_tracing_count() == 1
+
+
+def test_flat_call_matches_the_concrete_function_call():
+    """The fast call path gives the same actions and leaves the same RNG state and step counter."""
+    a, b = _actor(0.5, 0.5, 1, seed=7), _actor(0.5, 0.5, 1, seed=7)
+    observation = np.random.default_rng(0).normal(size=(16, 4)).astype(np.float32)
+    for _ in range(5):
+        np.testing.assert_array_equal(a.act(observation).numpy(), b.act.concrete(observation).numpy())
+        np.testing.assert_array_equal(a.act_with_epsilon(observation, 0.3).numpy(),
+                                      b.act_with_epsilon.concrete(observation, tf.constant(0.3)).numpy())
+    np.testing.assert_array_equal(a.generator.state.numpy(), b.generator.state.numpy())
+    assert int(a.env_steps.numpy()) == int(b.env_steps.numpy()) == 80
+
+
+@pytest.mark.parametrize("observation", [np.ones((2, 5), np.float32), np.ones((2, 4), np.float64),
+                                         np.ones(4, np.float32)])
+def test_flat_call_refuses_a_wrong_shape_or_dtype_by_name(observation):
+    actor = _actor(0.5, 0.5, 1)
+    with pytest.raises(ValueError, match=r"allowed is float32 \[None, 4\]"):
+        actor.act(observation)
+    assert int(actor.env_steps.numpy()) == 0

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from tfdqn.config import LearnerConfig
+from tfdqn.fused_adam import FusedAdam
 
 
 def td_target(r_t, discount_t, q_target_t, gamma: float, q_online_t=None) -> tf.Tensor:
@@ -21,7 +22,7 @@ def make_optimizer(config: LearnerConfig) -> keras.optimizers.Optimizer:
     clip = {"global_clipnorm": config.max_grad_norm} if config.max_grad_norm > 0 else {}
     if config.optimizer == "rmsprop":
         return keras.optimizers.RMSprop(config.learning_rate, rho=0.95, epsilon=config.adam_epsilon, **clip)
-    return keras.optimizers.Adam(config.learning_rate, epsilon=config.adam_epsilon, **clip)
+    return FusedAdam(config.learning_rate, epsilon=config.adam_epsilon, **clip)
 
 
 class Learner:
