@@ -71,8 +71,8 @@ class ComputeConfig:
     update_jit_compile: bool = _field(False, "XLA-compile the update: off because oneDNN kernels are faster on CPU")
     act_device: str = _field("auto", "where act runs: auto (beside the learner) or cpu (act on the CPU while "
                                      "the learner uses a GPU)")
-    mixed_precision: bool = _field(False, "bfloat16 compute with float32 weights; "
-                                          "off because CPUs without bf16 units run it slower")
+    mixed_precision: bool = _field(False, "bfloat16 compute with float32 weights (act on a CPU then runs without "
+                                          "XLA); off because CPUs without bf16 units run it slower")
 
 
 @dataclasses.dataclass(frozen=True)

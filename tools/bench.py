@@ -59,6 +59,8 @@ def program_figures(seconds: float) -> dict:
     x = tf.random.normal([2048, 2048])
     matmul = tf.function(lambda x: tf.matmul(x, x))
     peak = calls_per_second(lambda: matmul(x).numpy(), seconds) * 2 * 2048**3
+    x16 = tf.cast(x, tf.bfloat16)
+    peak_bf16 = calls_per_second(lambda: matmul(x16).numpy(), seconds) * 2 * 2048**3
     rng = np.random.default_rng(0)
     frames = lambda n: rng.integers(0, 256, (n, 4, 84, 84), dtype=np.uint8)  # noqa: E731
     batch = (frames(32), rng.integers(0, 4, 32).astype(np.int32), rng.normal(size=32).astype(np.float32),
@@ -72,7 +74,7 @@ def program_figures(seconds: float) -> dict:
     config, plain = agent()
     flops = update_flops(plain.online, 32, config.learner.double_dqn)
     update = lambda learner: lambda: learner.update(*batch)["td_loss"].numpy()  # noqa: E731
-    figures = {"peak_flops": peak, "update_flops": flops,
+    figures = {"peak_flops": peak, "peak_flops_bfloat16": peak_bf16, "update_flops": flops,
                "updates_per_sec": calls_per_second(update(plain.learner), seconds),
                "updates_per_sec_fused": FUSED_K * calls_per_second(
                    lambda: plain.learner.update_many(*stacked)["td_loss"].numpy(), seconds),
@@ -84,6 +86,9 @@ def program_figures(seconds: float) -> dict:
     figures["updates_per_sec_xla"] = calls_per_second(update(xla.learner), seconds)
     _, bf16 = agent(mixed_precision=True)
     figures["updates_per_sec_bfloat16"] = calls_per_second(update(bf16.learner), seconds)
+    figures["act_per_sec_b1_bfloat16"] = calls_per_second(lambda: bf16.actor.act(batch[0][:1]).numpy(), seconds)
+    figures["act_per_sec_b8_bfloat16"] = calls_per_second(lambda: bf16.actor.act(batch[0][:8]).numpy(), seconds)
+    figures["update_roofline_fraction_bfloat16"] = figures["updates_per_sec_bfloat16"] * flops / peak_bf16
     figures["update_roofline_fraction"] = figures["updates_per_sec"] * flops / peak
     figures["update_roofline_fraction_fused"] = figures["updates_per_sec_fused"] * flops / peak
     return figures
@@ -136,16 +141,20 @@ def peer(script: str, *args) -> dict:
 
 ROWS = [  # (key, label, peer key)
     ("peak_flops", "peak FLOP/s (float32 matmul)", "torch:peak_flops"),
+    ("peak_flops_bfloat16", "peak FLOP/s (bfloat16 matmul)", None),
     ("update_flops", "FLOPs per update (batch 32)", None),
     ("updates_per_sec", "updates/s, one per call", "torch:updates_per_sec"),
     ("updates_per_sec_fused", f"updates/s, {FUSED_K} fused per call", "torch:updates_per_sec"),
     ("updates_per_sec_xla", "updates/s, XLA", None),
-    ("updates_per_sec_bfloat16", "updates/s, bfloat16", None),
+    ("updates_per_sec_bfloat16", "updates/s, bfloat16", "torch:updates_per_sec_bfloat16"),
     ("update_roofline_fraction", "update roofline fraction", None),
     ("update_roofline_fraction_fused", "update roofline fraction, fused", None),
+    ("update_roofline_fraction_bfloat16", "update roofline fraction, bfloat16 (of the bfloat16 peak)", None),
     ("act_per_sec_b1", "act calls/s, batch 1 (XLA)", "torch:act_per_sec_b1"),
     ("act_per_sec_b1_no_xla", "act calls/s, batch 1, no XLA", "torch:act_per_sec_b1"),
     ("act_per_sec_b8", "act calls/s, batch 8", "torch:act_per_sec_b8"),
+    ("act_per_sec_b1_bfloat16", "act calls/s, batch 1, bfloat16", "torch:act_per_sec_b1_bfloat16"),
+    ("act_per_sec_b8_bfloat16", "act calls/s, batch 8, bfloat16", "torch:act_per_sec_b8_bfloat16"),
     ("env_steps_per_sec_single", "env steps/s, 1 env, random", None),
     ("env_steps_per_sec_ceiling", "env steps/s ceiling, N envs, random", None),
     ("acting_steps_per_sec_envs", "trainer, learning off, N envs", None),

@@ -22,8 +22,9 @@ class TorchDQN:
     """Online and target nets, Adam and a target-sync counter, with tfdqn's Atari hyperparameters."""
 
     def __init__(self, num_actions: int, learning_rate: float, adam_epsilon: float, gamma: float,
-                 max_grad_norm: float, target_update_period: int, seed: int = 0):
+                 max_grad_norm: float, target_update_period: int, seed: int = 0, bfloat16: bool = False):
         torch.manual_seed(seed)
+        self.bfloat16 = bfloat16  # CPU autocast: bfloat16 convolutions and matmuls, float32 weights and loss
         self.online, self.target = nature_cnn(num_actions), nature_cnn(num_actions)
         self.target.load_state_dict(self.online.state_dict())
         self.optimizer = torch.optim.Adam(self.online.parameters(), lr=learning_rate, eps=adam_epsilon)
@@ -32,9 +33,12 @@ class TorchDQN:
         self.updates = 0
         self.rng = np.random.default_rng(seed)
 
+    def _autocast(self):
+        return torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bfloat16)
+
     def act(self, observation: np.ndarray, epsilon: float) -> np.ndarray:
         """Epsilon-greedy per row, random numbers from NumPy: the usual PyTorch DQN actor."""
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():
             q = self.online(torch.from_numpy(observation).float() / 255.0)
         greedy = q.argmax(dim=1).numpy()
         random = self.rng.integers(0, self.num_actions, len(observation))
@@ -44,11 +48,12 @@ class TorchDQN:
         """One double-DQN step: clipped reward, Huber loss, global-norm clip, periodic target copy."""
         obs = torch.from_numpy(observation).float() / 255.0
         next_obs = torch.from_numpy(next_observation).float() / 255.0
-        with torch.no_grad():
+        with torch.no_grad(), self._autocast():
             best = self.online(next_obs).argmax(dim=1, keepdim=True)
-            next_value = self.target(next_obs).gather(1, best).squeeze(1)
+            next_value = self.target(next_obs).gather(1, best).squeeze(1).float()
             target = torch.sign(torch.from_numpy(reward)) + self.gamma * torch.from_numpy(discount) * next_value
-        q = self.online(obs).gather(1, torch.from_numpy(action).long().unsqueeze(1)).squeeze(1)
+        with self._autocast():
+            q = self.online(obs).gather(1, torch.from_numpy(action).long().unsqueeze(1)).squeeze(1).float()
         loss = nn.functional.huber_loss(q, target, delta=1.0)
         self.optimizer.zero_grad()
         loss.backward()
@@ -61,11 +66,13 @@ class TorchDQN:
 
 
 def measure(seconds: float, batch_size: int = 32, num_actions: int = 4) -> dict:
-    """Calls/s of the update at `batch_size` and of act at batch 1 and 8, each timed for about `seconds`."""
+    """Calls/s of the update at `batch_size` and of act at batch 1 and 8, in float32 and under bfloat16
+    autocast, each timed for about `seconds`."""
     from bench_timing import calls_per_second
 
-    peer = TorchDQN(num_actions, learning_rate=1e-4, adam_epsilon=1.5e-4, gamma=0.99, max_grad_norm=10.0,
-                    target_update_period=2000)
+    hyperparameters = dict(learning_rate=1e-4, adam_epsilon=1.5e-4, gamma=0.99, max_grad_norm=10.0,
+                           target_update_period=2000)
+    peer, peer_bf16 = TorchDQN(num_actions, **hyperparameters), TorchDQN(num_actions, **hyperparameters, bfloat16=True)
     rng = np.random.default_rng(0)
     frames = lambda n: rng.integers(0, 256, (n, 4, 84, 84), dtype=np.uint8)  # noqa: E731
     batch = (frames(batch_size), rng.integers(0, num_actions, batch_size).astype(np.int32),
@@ -77,7 +84,10 @@ def measure(seconds: float, batch_size: int = 32, num_actions: int = 4) -> dict:
             "peak_flops": matmul_per_sec * 2 * 2048**3,
             "updates_per_sec": calls_per_second(lambda: peer.update(*batch), seconds),
             "act_per_sec_b1": calls_per_second(lambda: peer.act(one, 0.05), seconds),
-            "act_per_sec_b8": calls_per_second(lambda: peer.act(eight, 0.05), seconds)}
+            "act_per_sec_b8": calls_per_second(lambda: peer.act(eight, 0.05), seconds),
+            "updates_per_sec_bfloat16": calls_per_second(lambda: peer_bf16.update(*batch), seconds),
+            "act_per_sec_b1_bfloat16": calls_per_second(lambda: peer_bf16.act(one, 0.05), seconds),
+            "act_per_sec_b8_bfloat16": calls_per_second(lambda: peer_bf16.act(eight, 0.05), seconds)}
 
 
 if __name__ == "__main__":
