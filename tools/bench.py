@@ -159,9 +159,13 @@ ROWS = [  # (key, label, peer key)
     ("env_steps_per_sec_ceiling", "env steps/s ceiling, N envs, random", None),
     ("acting_steps_per_sec_envs", "trainer, learning off, N envs", None),
     ("acting_share_of_ceiling", "  share of the N-env ceiling", None),
+    ("acting_steps_per_sec_envs_bfloat16", "trainer, learning off, N envs, bfloat16", None),
+    ("acting_share_of_ceiling_bfloat16", "  share of the N-env ceiling", None),
     ("train_steps_per_sec_interval4", "trainer, interval 4, 1 env", "sb3:train_steps_per_sec_interval4"),
     ("train_steps_per_sec_interval4_envs", "trainer, interval 4, N envs", "sb3:train_steps_per_sec_interval4"),
     ("train_steps_per_sec_interval4_envs_async", "trainer, interval 4, N envs, async learner",
+     "sb3:train_steps_per_sec_interval4"),
+    ("train_steps_per_sec_interval4_envs_bfloat16", "trainer, interval 4, N envs, bfloat16",
      "sb3:train_steps_per_sec_interval4"),
     ("train_steps_per_sec_interval4_device_replay", "trainer, interval 4, 1 env, device replay",
      "sb3:train_steps_per_sec_interval4"),
@@ -208,6 +212,13 @@ def main(argv=None) -> int:
                                                                          args.num_envs)
     results["train_steps_per_sec_interval4_envs_async"] = trainer_steps_per_sec(
         steps, learning_starts, capacity, args.num_envs, "run.async_learner=true")
+    bfloat16 = "compute.mixed_precision=true"
+    results["acting_steps_per_sec_envs_bfloat16"] = trainer_steps_per_sec(4 * steps, 10**9, capacity, args.num_envs,
+                                                                         bfloat16)
+    results["acting_share_of_ceiling_bfloat16"] = (results["acting_steps_per_sec_envs_bfloat16"]
+                                                   / results["env_steps_per_sec_ceiling"])
+    results["train_steps_per_sec_interval4_envs_bfloat16"] = trainer_steps_per_sec(
+        steps, learning_starts, capacity, args.num_envs, bfloat16)
     results["train_steps_per_sec_interval4_device_replay"] = trainer_steps_per_sec(
         steps, learning_starts, capacity, 1, "replay.device=accelerator")
     results["peers"] = {}
