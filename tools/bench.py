@@ -191,13 +191,14 @@ def table(results: dict) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="shorter timings and runs (about 3 minutes)")
+    parser.add_argument("--quick", action="store_true",
+                        help="shorter timings and runs, no async or device-replay trainer runs (under 3 minutes)")
     parser.add_argument("--peer", action="append", choices=["torch", "sb3"], default=[],
                         help="add a peer's figures (needs the compare extra: pip install -e '.[compare]')")
     parser.add_argument("--num-envs", type=int, default=8, help="envs for the vector figures (default 8)")
     parser.add_argument("--out", type=pathlib.Path, required=True, help="JSON file to write")
     args = parser.parse_args(argv)
-    seconds = 2.0 if args.quick else 6.0
+    seconds = 1.0 if args.quick else 6.0
     steps = 3_000 if args.quick else 12_000
     learning_starts, capacity = 500, 50_000
     results = {"command": " ".join(["python tools/bench.py", *sys.argv[1:]]), "machine": machine(),
@@ -210,8 +211,6 @@ def main(argv=None) -> int:
     results["train_steps_per_sec_interval4"] = trainer_steps_per_sec(steps, learning_starts, capacity, 1)
     results["train_steps_per_sec_interval4_envs"] = trainer_steps_per_sec(steps, learning_starts, capacity,
                                                                          args.num_envs)
-    results["train_steps_per_sec_interval4_envs_async"] = trainer_steps_per_sec(
-        steps, learning_starts, capacity, args.num_envs, "run.async_learner=true")
     bfloat16 = "compute.mixed_precision=true"
     results["acting_steps_per_sec_envs_bfloat16"] = trainer_steps_per_sec(4 * steps, 10**9, capacity, args.num_envs,
                                                                          bfloat16)
@@ -219,8 +218,11 @@ def main(argv=None) -> int:
                                                    / results["env_steps_per_sec_ceiling"])
     results["train_steps_per_sec_interval4_envs_bfloat16"] = trainer_steps_per_sec(
         steps, learning_starts, capacity, args.num_envs, bfloat16)
-    results["train_steps_per_sec_interval4_device_replay"] = trainer_steps_per_sec(
-        steps, learning_starts, capacity, 1, "replay.device=accelerator")
+    if not args.quick:  # the two options that do not pay on a CPU (docs/performance.md)
+        results["train_steps_per_sec_interval4_envs_async"] = trainer_steps_per_sec(
+            steps, learning_starts, capacity, args.num_envs, "run.async_learner=true")
+        results["train_steps_per_sec_interval4_device_replay"] = trainer_steps_per_sec(
+            steps, learning_starts, capacity, 1, "replay.device=accelerator")
     results["peers"] = {}
     if "torch" in args.peer:
         results["peers"]["torch"] = peer("peer_torch.py", seconds)
