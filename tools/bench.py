@@ -74,20 +74,19 @@ def program_figures(seconds: float) -> dict:
     config, plain = agent()
     flops = update_flops(plain.online, 32, config.learner.double_dqn)
     update = lambda learner: lambda: learner.update(*batch)["td_loss"].numpy()  # noqa: E731
+    act = lambda actor, n: calls_per_second(lambda: actor.act(batch[0][:n]).numpy(), seconds)  # noqa: E731
     figures = {"peak_flops": peak, "peak_flops_bfloat16": peak_bf16, "update_flops": flops,
                "updates_per_sec": calls_per_second(update(plain.learner), seconds),
                "updates_per_sec_fused": FUSED_K * calls_per_second(
                    lambda: plain.learner.update_many(*stacked)["td_loss"].numpy(), seconds),
-               "act_per_sec_b1": calls_per_second(lambda: plain.actor.act(batch[0][:1]).numpy(), seconds),
-               "act_per_sec_b8": calls_per_second(lambda: plain.actor.act(batch[0][:8]).numpy(), seconds)}
+               "act_per_sec_b1": act(plain.actor, 1), "act_per_sec_b8": act(plain.actor, 8)}
     _, no_xla_act = agent(act_jit_compile=False)
-    figures["act_per_sec_b1_no_xla"] = calls_per_second(lambda: no_xla_act.actor.act(batch[0][:1]).numpy(), seconds)
+    figures["act_per_sec_b1_no_xla"] = act(no_xla_act.actor, 1)
     _, xla = agent(update_jit_compile=True)
     figures["updates_per_sec_xla"] = calls_per_second(update(xla.learner), seconds)
     _, bf16 = agent(mixed_precision=True)
     figures["updates_per_sec_bfloat16"] = calls_per_second(update(bf16.learner), seconds)
-    figures["act_per_sec_b1_bfloat16"] = calls_per_second(lambda: bf16.actor.act(batch[0][:1]).numpy(), seconds)
-    figures["act_per_sec_b8_bfloat16"] = calls_per_second(lambda: bf16.actor.act(batch[0][:8]).numpy(), seconds)
+    figures["act_per_sec_b1_bfloat16"], figures["act_per_sec_b8_bfloat16"] = act(bf16.actor, 1), act(bf16.actor, 8)
     figures["update_roofline_fraction_bfloat16"] = figures["updates_per_sec_bfloat16"] * flops / peak_bf16
     figures["update_roofline_fraction"] = figures["updates_per_sec"] * flops / peak
     figures["update_roofline_fraction_fused"] = figures["updates_per_sec_fused"] * flops / peak
