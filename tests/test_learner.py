@@ -60,7 +60,7 @@ def test_target_sync_exactly_on_period_boundaries_and_one_trace():
             synced_after.append(n)
     assert synced_after == [3, 6, 9]
     assert int(learner.updates.numpy()) == 10
-    assert learner.update.experimental_get_tracing_count() == 1
+    assert learner.update_function.experimental_get_tracing_count() == 1
 
 
 def test_update_loss_matches_a_numpy_reference():
@@ -113,7 +113,7 @@ def test_fused_updates_equal_one_update_per_call_and_trace_once(jit_compile):
     for a, b in zip(_weights(plain), _weights(fused)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert int(fused.updates.numpy()) == 14
-    assert fused.update_many.experimental_get_tracing_count() == 1
+    assert fused.update_many_function.experimental_get_tracing_count() == 1
 
 
 def test_replay_fed_updates_draw_their_batches_inside_the_graph():

@@ -40,7 +40,7 @@ def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, n
                   device="/CPU:0" if compute.act_device == "cpu" else None)
     learner = Learner(online, target, config.learner, observation_shape, observation_dtype,
                       env_steps=actor.env_steps, jit_compile=compute.update_jit_compile)
-    # Trace the update now, without running it (the actor traced its graphs already): tracing takes about
+    # Trace the update now, without running it (the actor traced act already): tracing takes about
     # a second, and charged to the first update it would distort the phase timings of short runs.
-    learner.update_many.get_concrete_function()
+    learner.update_many.trace()
     return Agent(online, target, actor, learner)

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from tfdqn.config import LearnerConfig
+from tfdqn.flat_call import FlatCall
 from tfdqn.fused_adam import FusedAdam
 
 
@@ -51,10 +52,14 @@ class Learner:
         observation = tf.TensorSpec([None, *observation_shape], tf.as_dtype(observation_dtype))
         vector = lambda dtype: tf.TensorSpec([None], dtype)  # noqa: E731
         batch = [observation, vector(tf.int32), vector(tf.float32), vector(tf.float32), observation]
-        self.update = tf.function(self._update, input_signature=batch, jit_compile=jit_compile)
+        # Both are called flat (FlatCall) through their one concrete function, traced on first use;
+        # the tf.functions stay available for export.
+        self.update_function = tf.function(self._update, input_signature=batch, jit_compile=jit_compile)
+        self.update = FlatCall(self.update_function)
         # k batches stacked on a leading axis: one call, one trace, whatever k the loop asks for.
         stacked = [tf.TensorSpec([None, *spec.shape], spec.dtype) for spec in batch]
-        self.update_many = tf.function(self._update_many, input_signature=stacked, jit_compile=jit_compile)
+        self.update_many_function = tf.function(self._update_many, input_signature=stacked, jit_compile=jit_compile)
+        self.update_many = FlatCall(self.update_many_function)
 
     def _sync_target(self) -> None:
         """Copy online into target (eagerly at construction, as a graph branch inside `update`)."""

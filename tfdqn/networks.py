@@ -1,6 +1,29 @@
 """Q-networks. Image inputs stay uint8 until inside the model, so the replay can store bytes."""
 
 import keras
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def _matmul(x, kernel):
+    """x @ kernel, whose input gradient is one BatchMatMul with the kernel read transposed in place.
+
+    TensorFlow's MatMul gradient computes it as a MatMul with transpose_b, which oneDNN runs at a third
+    of the speed on CPU: for the Nature CNN's 3136x512 layer at batch 32, 2.2 ms against 0.95 ms, and
+    the whole float32 update goes from 44 to 48 per s (side by side; no change in bfloat16 or on GPUs)."""
+    def gradient(dy):
+        return tf.raw_ops.BatchMatMulV2(x=dy, y=kernel, adj_y=True), tf.matmul(x, dy, transpose_a=True)
+    return tf.matmul(x, kernel), gradient
+
+
+class Dense(keras.layers.Dense):
+    """Keras's Dense (same weights, names and checkpoints) with `_matmul`'s faster input gradient."""
+
+    def call(self, inputs, training=None):
+        x = _matmul(inputs, tf.cast(self.kernel, self.compute_dtype))
+        if self.bias is not None:
+            x = keras.ops.add(x, self.bias)
+        return self.activation(x) if self.activation is not None else x
 
 
 def mlp(observation_shape: tuple, num_actions: int, hidden_sizes: tuple) -> keras.Model:
@@ -8,8 +31,8 @@ def mlp(observation_shape: tuple, num_actions: int, hidden_sizes: tuple) -> kera
     inputs = keras.Input(observation_shape, dtype="float32", name="observation")
     x = keras.layers.Flatten()(inputs) if len(observation_shape) > 1 else inputs
     for units in hidden_sizes:
-        x = keras.layers.Dense(units, activation="relu")(x)
-    outputs = keras.layers.Dense(num_actions, name="q_values", dtype="float32")(x)  # float32 under mixed precision
+        x = Dense(units, activation="relu")(x)
+    outputs = Dense(num_actions, name="q_values", dtype="float32")(x)  # float32 under mixed precision
     return keras.Model(inputs, outputs, name="mlp")
 
 
@@ -25,8 +48,8 @@ def nature_cnn(observation_shape: tuple, num_actions: int) -> keras.Model:
     x = keras.layers.Conv2D(64, 4, strides=2, activation="relu")(x)
     x = keras.layers.Conv2D(64, 3, strides=1, activation="relu")(x)
     x = keras.layers.Flatten()(x)
-    x = keras.layers.Dense(512, activation="relu")(x)
-    outputs = keras.layers.Dense(num_actions, name="q_values", dtype="float32")(x)  # float32 under mixed precision
+    x = Dense(512, activation="relu")(x)
+    outputs = Dense(num_actions, name="q_values", dtype="float32")(x)  # float32 under mixed precision
     return keras.Model(inputs, outputs, name="nature_cnn")
 
 

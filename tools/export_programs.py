@@ -4,7 +4,8 @@
                                     [--act-batches 1 8 64] [--fused-k 1 2 4 8]
 
 Builds the agent from the config the trainer uses for --env, and XLA-compiles the same Python
-functions that `agent.actor.act_function`, `agent.learner.update` and `agent.learner.update_many` trace.
+functions that `agent.actor.act_function`, `agent.learner.update_function` and
+`agent.learner.update_many_function` trace.
 Writes, into DIR:
   <program>.hlo.pb   the HloModuleProto that TensorFlow's XLA bridge builds for the program; its
                      parameters are the data inputs, then every variable the graph captures
@@ -210,10 +211,10 @@ def program_plan(agent, config, spec, act_batches: list[int], fused_ks: list[int
              "batch_size": b, "env_steps_per_call": b, "updates_per_call": 0,
              "flops_per_call": forward_flops(agent.online, b), "increments": {"actor/env_steps": b}}
             for b in act_batches]
-    plan.append({"name": "update", "kind": "update", "function": agent.learner.update, "shapes": update_shapes,
+    plan.append({"name": "update", "kind": "update", "function": agent.learner.update_function, "shapes": update_shapes,
                  "batch_size": batch, "env_steps_per_call": 0, "updates_per_call": 1, "flops_per_call": one_update,
                  "increments": {"learner/updates": 1}})
-    plan += [{"name": f"update_k{k}", "kind": "update", "function": agent.learner.update_many,
+    plan += [{"name": f"update_k{k}", "kind": "update", "function": agent.learner.update_many_function,
               "shapes": [[k, *shape] for shape in update_shapes], "batch_size": batch, "env_steps_per_call": 0,
               "updates_per_call": k, "flops_per_call": k * one_update, "increments": {"learner/updates": k}}
              for k in fused_ks]

@@ -1,0 +1,57 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfdqn.networks import Dense, nature_cnn
+
+
+def _pair(policy, activation="relu"):
+    """tfdqn's Dense and Keras's, with the same weights, under a dtype policy."""
+    keras.mixed_precision.set_global_policy(policy)
+    try:
+        ours, theirs = Dense(5, activation=activation, name="d"), keras.layers.Dense(5, activation=activation, name="d")
+        ours.build((None, 7))
+        theirs.build((None, 7))
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    rng = np.random.default_rng(0)
+    weights = [rng.normal(size=(7, 5)).astype(np.float32), rng.normal(size=5).astype(np.float32)]
+    ours.set_weights(weights)
+    theirs.set_weights(weights)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("policy, tolerance", [("float32", 1e-6), ("mixed_bfloat16", 1e-2)])
+@pytest.mark.parametrize("activation", ["relu", None])
+def test_dense_gives_keras_dense_values_and_gradients(policy, tolerance, activation):
+    ours, theirs = _pair(policy, activation)
+    x = tf.constant(np.random.default_rng(1).normal(size=(6, 7)).astype(np.float32))
+    results = []
+    for layer in (ours, theirs):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * np.arange(30, dtype=np.float32).reshape(6, 5))
+        results.append([y, *tape.gradient(loss, [x, *layer.trainable_variables])])
+    assert results[0][0].dtype == results[1][0].dtype
+    for a, b in zip(*results):
+        np.testing.assert_allclose(np.float32(a), np.float32(b), rtol=tolerance, atol=tolerance)
+
+
+def test_dense_reads_keras_dense_checkpoints(tmp_path):
+    ours, theirs = _pair("float32")
+    theirs.set_weights([w + 1 for w in theirs.get_weights()])
+    path = tf.train.Checkpoint(layer=theirs).write(str(tmp_path / "keras_dense"))
+    tf.train.Checkpoint(layer=ours).read(path).assert_consumed()
+    for a, b in zip(ours.get_weights(), theirs.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert [v.path for v in ours.variables] == [v.path for v in theirs.variables] == ["d/kernel", "d/bias"]
+
+
+def test_nature_cnn_takes_uint8_stacks_and_gives_float32_q_values():
+    model = nature_cnn((4, 84, 84), 6)
+    q = model(np.zeros((3, 4, 84, 84), np.uint8))
+    assert q.shape == (3, 6) and q.dtype == tf.float32
+    conv = (8 * 8 * 4 + 1) * 32 + (4 * 4 * 32 + 1) * 64 + (3 * 3 * 64 + 1) * 64
+    assert model.count_params() == conv + (7 * 7 * 64 + 1) * 512 + (512 + 1) * 6

@@ -1,0 +1,50 @@
+"""Calling a `tf.function` with a fixed input signature through its one concrete function, flat.
+
+`tf.function.__call__` and `ConcreteFunction.__call__` bind their arguments against the traced Python
+signature on every call. That binding cost a sixth to a third of a batch-1 act (0.55 instead of 0.66 to
+0.77 ms per call) and about 0.3 ms of a 21.5 ms update fed NumPy arrays, side by side on 2 CPU cores.
+The act and both update graphs are called through `FlatCall` instead.
+"""
+
+import functools
+
+import tensorflow as tf
+
+
+class FlatCall:
+    """Calls `function`'s concrete function (traced on first use, so never retraced) with flat tensors.
+
+    Each argument's dtype and shape are checked against its spec with a one-line error; nothing is cast
+    silently (Python numbers take the spec's dtype). The graph is then called through `_call_flat`,
+    TensorFlow's own path under `ConcreteFunction.__call__`; a test pins the two to the same results."""
+
+    def __init__(self, function: tf.types.experimental.PolymorphicFunction):
+        if function.input_signature is None:
+            raise ValueError(f"{function.__name__} needs an input_signature to be called flat")
+        self.function = function
+        self._specs = function.input_signature
+
+    @functools.cached_property
+    def concrete(self) -> tf.types.experimental.ConcreteFunction:
+        return self.function.get_concrete_function()
+
+    def trace(self) -> "FlatCall":
+        """Trace now, so that the first call (in a timed loop, say) is not charged for it."""
+        _ = self._captures
+        return self
+
+    @functools.cached_property
+    def _captures(self) -> list:
+        return self.concrete.captured_inputs
+
+    def __call__(self, *args):
+        if len(args) != len(self._specs):
+            raise TypeError(f"{self.function.__name__} takes {len(self._specs)} arguments, got {len(args)}")
+        tensors = []
+        for spec, value in zip(self._specs, args):
+            tensor = tf.convert_to_tensor(value, spec.dtype if isinstance(value, (int, float)) else None)
+            if tensor.dtype != spec.dtype or not spec.shape.is_compatible_with(tensor.shape):
+                raise ValueError(f"{self.function.__name__}: got {tensor.dtype.name} {tensor.shape.as_list()}, "
+                                 f"allowed is {spec.dtype.name} {spec.shape.as_list()} (None: any size)")
+            tensors.append(tensor)
+        return self.concrete._call_flat(tensors, self._captures)
