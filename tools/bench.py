@@ -166,6 +166,8 @@ ROWS = [  # (key, label, peer key)
      "sb3:train_steps_per_sec_interval4"),
     ("train_steps_per_sec_interval4_envs_bfloat16", "trainer, interval 4, N envs, bfloat16",
      "sb3:train_steps_per_sec_interval4"),
+    ("train_steps_per_sec_interval4_envs_bfloat16_async", "trainer, interval 4, N envs, bfloat16, async learner",
+     "sb3:train_steps_per_sec_interval4"),
     ("train_steps_per_sec_interval4_device_replay", "trainer, interval 4, 1 env, device replay",
      "sb3:train_steps_per_sec_interval4"),
 ]
@@ -220,6 +222,8 @@ def main(argv=None) -> int:
     if not args.quick:  # the two options that do not pay on a CPU (docs/performance.md)
         results["train_steps_per_sec_interval4_envs_async"] = trainer_steps_per_sec(
             steps, learning_starts, capacity, args.num_envs, "run.async_learner=true")
+        results["train_steps_per_sec_interval4_envs_bfloat16_async"] = trainer_steps_per_sec(
+            steps, learning_starts, capacity, args.num_envs, bfloat16, "run.async_learner=true")
         results["train_steps_per_sec_interval4_device_replay"] = trainer_steps_per_sec(
             steps, learning_starts, capacity, 1, "replay.device=accelerator")
     results["peers"] = {}
