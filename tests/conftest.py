@@ -24,7 +24,7 @@ def run_cmd():
 
 
 def tensorboard_tags(run_dir) -> set:
-    from tfdqn.logger import read_events
+    from tfdqn.telemetry.tensorboard import read_events
 
     tags = read_events(run_dir).Tags()
     return set(tags["tensors"]) | set(tags["scalars"])

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdqn.actor import Actor
+from tfdqn.agent.actor import Actor
 from tfdqn.config import ExplorationConfig
 
 

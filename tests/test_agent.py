@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from tfdqn import config as config_lib
-from tfdqn.agent import act_uses_xla, make_agent
+from tfdqn.agent.agent import act_uses_xla, make_agent
 
 
 def _atari_agent(**compute):

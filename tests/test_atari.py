@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from tfdqn.config import EnvConfig
-from tfdqn.envs import make_env
-from tfdqn.replay import ReplayRing
-from tfdqn.stacking import FrameStack
+from tfdqn.envs.make import make_env
+from tfdqn.replay.ring import ReplayRing
+from tfdqn.replay.frame_stack import FrameStack
 
 
 def test_replay_rebuilds_exactly_the_stacks_breakout_produced():

@@ -3,10 +3,10 @@ import json
 import numpy as np
 import pytest
 
-from tfdqn.agent import make_agent
-from tfdqn.checkpoint import Checkpointer
+from tfdqn.agent.agent import make_agent
+from tfdqn.run.checkpoint import Checkpointer
 from tfdqn.config import DQNConfig
-from tfdqn.replay import CHUNK_SLOTS, ReplayRing
+from tfdqn.replay.ring import CHUNK_SLOTS, ReplayRing
 
 
 def _parts(seed=0, capacity=3 * CHUNK_SLOTS):

@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from tests.conftest import TINY
 from tests.test_replay import _all_sampleable, _play
-from tfdqn.device_replay import DeviceReplay
+from tfdqn.replay.device import DeviceReplay
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ def test_graph_sampler_draws_only_sampleable_slots_and_repeats_for_a_seed(stack_
 
 def test_replay_fed_fused_updates_trace_once():
     from tfdqn import config as config_lib
-    from tfdqn.agent import make_agent
+    from tfdqn.agent.agent import make_agent
 
     config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {})
     agent = make_agent(config, (4,), np.float32, 2)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tfdqn.config import EnvConfig
-from tfdqn.envs import EnvSpec, describe_protocol, make_env, resolve_env_id
+from tfdqn.envs.make import EnvSpec, describe_protocol, make_env, resolve_env_id
 from tfdqn.errors import UserError
 
 NOOP, FIRE = 0, 1  # Breakout's minimal action set: NOOP, FIRE, RIGHT, LEFT

@@ -4,8 +4,8 @@ import pytest
 import tensorflow as tf
 
 from tfdqn.config import LearnerConfig
-from tfdqn.flat_call import FlatCall
-from tfdqn.learner import Learner
+from tfdqn.agent.flat_call import FlatCall
+from tfdqn.agent.learner import Learner
 
 
 def _scaled_sum():

@@ -1,8 +1,8 @@
 import keras
 import numpy as np
 
-from tfdqn.flops import forward_flops, layer_flops, update_flops
-from tfdqn.networks import mlp, nature_cnn
+from tfdqn.telemetry.flops import forward_flops, layer_flops, update_flops
+from tfdqn.agent.networks import mlp, nature_cnn
 
 
 def test_nature_cnn_flops_follow_the_layer_shapes():

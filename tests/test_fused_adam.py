@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdqn.fused_adam import FusedAdam
+from tfdqn.agent.fused_adam import FusedAdam
 
 
 def _variables(seed):

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from tfdqn.config import LearnerConfig
-from tfdqn.learner import Learner, td_target
+from tfdqn.agent.learner import Learner, td_target
 
 
 def _numpy_target(r, d, q_target, gamma, q_online=None):

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdqn.networks import Dense, nature_cnn
+from tfdqn.agent.networks import Dense, nature_cnn
 
 
 def _pair(policy, activation="relu"):

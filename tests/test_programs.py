@@ -136,7 +136,7 @@ def test_exported_act_matches_tensorflow(atari):
 @pytest.mark.slow
 def test_manifest_maps_outputs_to_variables_and_counts_flops(atari):
     agent, _, _, manifest, out = atari
-    from tfdqn.flops import forward_flops, update_flops
+    from tfdqn.telemetry.flops import forward_flops, update_flops
 
     programs = {p["name"]: p for p in manifest["programs"]}
     assert set(programs) == {"act_b2", "update", "update_k2"}

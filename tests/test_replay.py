@@ -10,8 +10,8 @@ import itertools
 import numpy as np
 import pytest
 
-from tfdqn.device_replay import DeviceReplay
-from tfdqn.replay import ReplayRing
+from tfdqn.replay.device import DeviceReplay
+from tfdqn.replay.ring import ReplayRing
 
 
 @pytest.fixture(autouse=True, params=["host", "accelerator"])

@@ -3,8 +3,8 @@ import time
 import pytest
 import tensorflow as tf
 
-from tfdqn.logger import read_events, read_scalars
-from tfdqn.telemetry import PhaseTimer
+from tfdqn.telemetry.tensorboard import read_events, read_scalars
+from tfdqn.telemetry.phase_timer import PhaseTimer
 
 
 def test_phase_shares_add_up_and_split_known_sleeps():

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import TINY
 from tfdqn import config as config_lib
-from tfdqn.vector import AtariVector, GymVectorEnv, SingleEnv, ale_game_name, make_vector_env
+from tfdqn.envs.vector import AtariVector, GymVectorEnv, SingleEnv, ale_game_name, make_vector_env
 
 
 def _env_config(name):

@@ -39,10 +39,10 @@ def _main(args: argparse.Namespace) -> int:
     epsilon = config.exploration.eval_epsilon if args.epsilon is None else args.epsilon
 
     start_tensorflow()
-    from tfdqn.agent import make_agent
-    from tfdqn.checkpoint import Checkpointer
-    from tfdqn.envs import describe_protocol, make_env
-    from tfdqn.evaluation import run_episodes
+    from tfdqn.agent.agent import make_agent
+    from tfdqn.run.checkpoint import Checkpointer
+    from tfdqn.envs.make import describe_protocol, make_env
+    from tfdqn.run.evaluation import run_episodes
     from tfdqn.video import VideoRecorder
 
     env, spec = make_env(config.env, seed=args.seed, evaluation=True, render=bool(args.video))

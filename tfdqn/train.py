@@ -11,8 +11,8 @@ import sys
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
 from tfdqn.errors import UserError
-from tfdqn.markers import complete_steps
-from tfdqn.signals import exit_code
+from tfdqn.run.markers import complete_steps
+from tfdqn.run.signals import exit_code
 
 FLAG_KEYS = {  # dedicated flags and the config key each one sets
     "env": "env.id",
@@ -65,7 +65,7 @@ def _default(config, key: str):
 
 def default_config_file(env_name: str) -> pathlib.Path:
     """Atari games get configs/atari.yaml; every other env the classic-control file."""
-    from tfdqn.envs import is_atari_id, resolve_env_id
+    from tfdqn.envs.make import is_atari_id, resolve_env_id
 
     name = "atari.yaml" if is_atari_id(resolve_env_id(env_name)) else "cartpole.yaml"
     return config_lib.CONFIG_DIR / name
@@ -81,7 +81,7 @@ def resolve_config(args: argparse.Namespace) -> config_lib.DQNConfig:
         env_name = overrides.get("env.id") or config_lib.DQNConfig().env.id
         files = [default_config_file(str(env_name))]
     config = config_lib.build_config(files, overrides)
-    from tfdqn.envs import resolve_env_id
+    from tfdqn.envs.make import resolve_env_id
 
     resolve_env_id(config.env.id)
     return config
@@ -147,8 +147,8 @@ def check_memory(config: config_lib.DQNConfig) -> None:
     """Refuse a replay that cannot fit before anything is allocated, naming both sizes."""
     import psutil
 
-    from tfdqn.envs import make_env
-    from tfdqn.replay import ReplayRing
+    from tfdqn.envs.make import make_env
+    from tfdqn.replay.ring import ReplayRing
 
     env, spec = make_env(config.env, seed=0)
     env.close()
@@ -171,7 +171,7 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if not args.resume:
         run_dir = prepare_run_dir(args.logdir, args.run_name, config)
     start_tensorflow()
-    from tfdqn.loop import train
+    from tfdqn.run.loop import train
 
     summary = train(config, run_dir, quiet=args.quiet, profile_steps=profile_steps, resume=bool(args.resume))
     print(json.dumps({"run_dir": str(run_dir), **{k: v for k, v in summary.items() if k != "final_eval_returns"}}))

@@ -53,8 +53,8 @@ def program_figures(seconds: float) -> dict:
     """Peak matmul, update variants and act, all in this process with TensorFlow."""
     import tensorflow as tf
 
-    from tfdqn.agent import make_agent
-    from tfdqn.flops import update_flops
+    from tfdqn.agent.agent import make_agent
+    from tfdqn.telemetry.flops import update_flops
 
     x = tf.random.normal([2048, 2048])
     matmul = tf.function(lambda x: tf.matmul(x, x))
@@ -96,7 +96,7 @@ def program_figures(seconds: float) -> dict:
 def env_ceilings(steps: int, num_envs: int) -> dict:
     """Breakout env steps/s under random actions: one `make_env` env, and the AtariVectorEnv that
     `--num-envs` uses (the ceiling acting with that many envs is measured against)."""
-    from tfdqn.vector import make_vector_env
+    from tfdqn.envs.vector import make_vector_env
 
     figures = {}
     for n, key in ((1, "env_steps_per_sec_single"), (num_envs, "env_steps_per_sec_ceiling")):
@@ -116,7 +116,7 @@ def trainer_steps_per_sec(steps: int, learning_starts: int, capacity: int, num_e
                           interval: int = 4) -> float:
     """env steps/s of a real `python -m tfdqn.train` Breakout run: its one logging window, which closes
     before the final checkpoint is written (SB3's figure includes no checkpoint either)."""
-    from tfdqn.logger import read_scalars
+    from tfdqn.telemetry.tensorboard import read_scalars
 
     with tempfile.TemporaryDirectory() as logdir:
         command = [sys.executable, "-m", "tfdqn.train", "--env", "Breakout", "--total-steps", str(steps),

@@ -22,10 +22,10 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from tfdqn.agent import make_agent  # noqa: E402
-from tfdqn.checkpoint import Checkpointer  # noqa: E402
+from tfdqn.agent.agent import make_agent  # noqa: E402
+from tfdqn.run.checkpoint import Checkpointer  # noqa: E402
 from tfdqn.config import CONFIG_DIR, build_config  # noqa: E402
-from tfdqn.replay import ReplayRing  # noqa: E402
+from tfdqn.replay.ring import ReplayRing  # noqa: E402
 
 
 def add_transitions(replay: ReplayRing, count: int, frames: np.ndarray, start: int) -> None:

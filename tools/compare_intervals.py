@@ -20,7 +20,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tfdqn import config as config_lib  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, run_cli  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
-from tfdqn.signals import exit_code  # noqa: E402
+from tfdqn.run.signals import exit_code  # noqa: E402
 
 BASE_COLUMNS = ["training_interval", "env_steps", "updates", "wall_seconds", "env_steps_per_sec", "updates_per_sec",
                 "updates_per_env_step", "learner_busy_share", "cpu_util"]
@@ -122,7 +122,7 @@ def _main(args: argparse.Namespace) -> int:
     from tfdqn.train import prepare_run_dir
 
     run_dirs = {k: prepare_run_dir(str(out), f"interval_{k}", configs[k]) for k in args.intervals}
-    from tfdqn.loop import train
+    from tfdqn.run.loop import train
 
     rows, gpu, env_id = [], "no GPU", args.env
     for k in args.intervals:

@@ -61,8 +61,8 @@ def make_config(env: str, sets: list[str]) -> config_lib.DQNConfig:
 
 def build_agent(config: config_lib.DQNConfig):
     """The agent and env spec exactly as training builds them (the env is made only for its spec)."""
-    from tfdqn.agent import make_agent
-    from tfdqn.envs import make_env
+    from tfdqn.agent.agent import make_agent
+    from tfdqn.envs.make import make_env
 
     env, spec = make_env(config.env, seed=config.run.seed)
     env.close()
@@ -202,7 +202,7 @@ def export_program(function, data: list, variables: dict, values: dict, out: pat
 
 def program_plan(agent, config, spec, act_batches: list[int], fused_ks: list[int]) -> list[dict]:
     """Each program to export: its function, data shapes, FLOPs per call and what one call advances."""
-    from tfdqn.flops import forward_flops, update_flops
+    from tfdqn.telemetry.flops import forward_flops, update_flops
 
     batch, observation = config.replay.batch_size, list(spec.observation_shape)
     one_update = update_flops(agent.online, batch, config.learner.double_dqn)

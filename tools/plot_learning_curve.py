@@ -23,7 +23,7 @@ def training_returns(run_dir: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:
 
 def eval_returns(run_dir: pathlib.Path) -> tuple[list, list]:
     """`charts/eval_return` from the run's TensorBoard events (periodic evaluations)."""
-    from tfdqn.logger import read_scalars
+    from tfdqn.telemetry.tensorboard import read_scalars
 
     points = read_scalars(run_dir, "charts/eval_return")
     return [step for step, _ in points], [value for _, value in points]

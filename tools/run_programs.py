@@ -7,9 +7,9 @@ compiled for the default jax device; variables start from DIR/variables.npz and 
 values are fed back as the next call's inputs, as TensorFlow does with its variables. Each call is
 waited for (block_until_ready) before the next, so a rate is a real per-call latency. The device's
 float32 matmul peak (default precision) gives each program's share of peak. With --atari-env, the
-exported env (an ALE game) is also stepped with the trainer's AtariVectorEnv (tfdqn.vector) to give the
+exported env (an ALE game) is also stepped with the trainer's AtariVectorEnv (tfdqn.envs.vector) to give the
 end-to-end ceiling of a serial loop. Writes DIR/timings.json and DIR/timings.md and prints the tables.
-Imports only NumPy and jax/jaxlib (and, for --atari-env, tfdqn.vector with ale-py, gymnasium and
+Imports only NumPy and jax/jaxlib (and, for --atari-env, tfdqn.envs.vector with ale-py, gymnasium and
 pyyaml), never TensorFlow.
 """
 
@@ -251,11 +251,11 @@ def learner_ceilings(rows: list[dict]) -> list[dict]:
 
 
 def vector_env_rate(manifest: dict, num_envs: int, seconds: float) -> float:
-    """Env steps/s of the trainer's AtariVectorEnv (tfdqn.vector, the exported env settings), random
-    actions, one emulator thread per env up to the cores. tfdqn.vector needs no TensorFlow."""
+    """Env steps/s of the trainer's AtariVectorEnv (tfdqn.envs.vector, the exported env settings), random
+    actions, one emulator thread per env up to the cores. tfdqn.envs.vector needs no TensorFlow."""
     try:
         from tfdqn.config import EnvConfig
-        from tfdqn.vector import AtariVector
+        from tfdqn.envs.vector import AtariVector
     except ImportError as error:
         raise UserError(f"--atari-env needs ale-py, gymnasium and pyyaml ({error}); allowed: install their "
                         f"wheels (docs/gpu.md), or leave out --atari-env") from None

@@ -32,8 +32,8 @@ def main() -> None:
         "run.total_steps": args.steps, "replay.capacity": args.capacity,
         "run.training_interval": args.training_interval, "run.log_every": max(args.steps // 200, 1),
         "run.checkpoint_every": max(args.steps // 4, 1), "run.final_eval_episodes": 1})
-    from tfdqn.logger import read_scalars
-    from tfdqn.loop import train
+    from tfdqn.telemetry.tensorboard import read_scalars
+    from tfdqn.run.loop import train
 
     summary = train(config, out / "run", quiet=True)
     points = read_scalars(out / "run", "system/rss_bytes")

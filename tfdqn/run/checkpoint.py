@@ -27,10 +27,10 @@ import zipfile
 import numpy as np
 import tensorflow as tf
 
-from tfdqn.agent import Agent
+from tfdqn.agent.agent import Agent
 from tfdqn.errors import UserError
-from tfdqn.markers import complete_steps, marker_path
-from tfdqn.replay import ReplayRing
+from tfdqn.run.markers import complete_steps, marker_path
+from tfdqn.replay.ring import ReplayRing
 
 def atomic_write(path: pathlib.Path, data: bytes) -> int:
     """Write `data` under a temporary name, fsync, rename over `path`; returns the bytes written."""

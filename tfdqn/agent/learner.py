@@ -4,8 +4,8 @@ import keras
 import tensorflow as tf
 
 from tfdqn.config import LearnerConfig
-from tfdqn.flat_call import FlatCall
-from tfdqn.fused_adam import FusedAdam
+from tfdqn.agent.flat_call import FlatCall
+from tfdqn.agent.fused_adam import FusedAdam
 
 
 def td_target(r_t, discount_t, q_target_t, gamma: float, q_online_t=None) -> tf.Tensor:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import threading
 import time
 
-from tfdqn.schedules import updates_due
-from tfdqn.telemetry import PhaseTimer
+from tfdqn.run.cadence import updates_due
+from tfdqn.telemetry.phase_timer import PhaseTimer
 
 
 class RatioGate:

@@ -19,7 +19,7 @@ import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 
 from tfdqn.config import EnvConfig
-from tfdqn.envs import make_env, resolve_env_id
+from tfdqn.envs.make import make_env, resolve_env_id
 
 
 class VectorStep(NamedTuple):

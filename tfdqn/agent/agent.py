@@ -5,10 +5,10 @@ from typing import NamedTuple
 import keras
 import tensorflow as tf
 
-from tfdqn.actor import Actor
+from tfdqn.agent.actor import Actor
 from tfdqn.config import ComputeConfig, DQNConfig
-from tfdqn.learner import Learner
-from tfdqn.networks import make_network
+from tfdqn.agent.learner import Learner
+from tfdqn.agent.networks import make_network
 
 
 class Agent(NamedTuple):

@@ -7,9 +7,9 @@ import time
 import pytest
 
 from tests.conftest import TINY
-from tfdqn.async_learner import RatioGate
-from tfdqn.logger import read_scalars
-from tfdqn.schedules import updates_due
+from tfdqn.run.drivers import RatioGate
+from tfdqn.telemetry.tensorboard import read_scalars
+from tfdqn.run.cadence import updates_due
 
 
 @pytest.mark.parametrize("interval, steps_per_advance, slack", [(1, 1, 1), (4, 1, 1), (1, 8, 8), (2, 8, 4)])

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from tfdqn.schedules import linear_epsilon, updates_due
+from tfdqn.run.cadence import crossed, updates_due
 
 
 @pytest.mark.parametrize("env_steps, learning_starts, interval, expected", [
@@ -30,10 +30,16 @@ def test_updates_due_one_update_per_interval_over_a_run():
     assert [t for t in range(1, 1101) if increments[t - 1]][:3] == [104, 108, 112]
 
 
-@pytest.mark.parametrize("step, expected", [(0, 1.0), (500, 0.55), (1000, 0.1), (5000, 0.1)])
-def test_linear_epsilon_values(step, expected):
-    assert float(linear_epsilon(step, 1.0, 0.1, 1000)) == pytest.approx(expected, abs=1e-6)
+@pytest.mark.parametrize("before, after, every, expected", [
+    (0, 1, 1, True), (3, 4, 4, True), (4, 5, 4, False), (6, 14, 4, True), (5, 7, 4, False),
+    (0, 100, 0, False),  # period 0: never
+    (990, 1030, 1000, True),  # 8 envs may step past a multiple without landing on it
+])
+def test_crossed_fires_once_per_multiple_passed(before, after, every, expected):
+    assert crossed(before, after, every) is expected
 
 
-def test_linear_epsilon_without_decay_is_the_end_value():
-    assert float(linear_epsilon(0, 1.0, 0.05, 0)) == pytest.approx(0.05)
+def test_crossed_fires_exactly_once_per_period_over_a_run():
+    steps = range(0, 10_001, 8)
+    assert sum(crossed(a, b, 1000) for a, b in zip(steps, steps[1:])) == 10
+

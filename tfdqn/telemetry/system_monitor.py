@@ -27,7 +27,7 @@ def _load_nvml():
     return pynvml
 
 
-class SystemSampler:
+class SystemMonitor:
     """Samples every `period` seconds on a daemon thread; `drain()` returns means since the last drain.
 
     CPU utilisation is the process's CPU time over wall time, divided by the cores it may run on,
@@ -47,7 +47,7 @@ class SystemSampler:
         self._lock = threading.Lock()
         self._samples: list[dict] = []
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="tfdqn-system-sampler", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="tfdqn-system-monitor", daemon=True)
         self._last_cpu = self._cpu_seconds()
         self._last_time = time.perf_counter()
 
@@ -78,7 +78,7 @@ class SystemSampler:
             with self._lock:
                 self._samples.append(reading)
 
-    def start(self) -> "SystemSampler":
+    def start(self) -> "SystemMonitor":
         self._last_cpu, self._last_time = self._cpu_seconds(), time.perf_counter()
         self._thread.start()
         return self
@@ -97,12 +97,12 @@ class SystemSampler:
 
 
 def main() -> None:
-    """`python -m tfdqn.sampler [SECONDS]`: print one JSON line per second (checks a GPU host without TensorFlow)."""
+    """`python -m tfdqn.telemetry.system_monitor [SECONDS]`: print one JSON line per second (checks a GPU host without TensorFlow)."""
     import json
     import sys
 
     seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
-    sampler = SystemSampler(period=0.25).start()
+    sampler = SystemMonitor(period=0.25).start()
     print(json.dumps({"gpu": sampler.gpu}), flush=True)
     deadline = time.time() + seconds
     while time.time() < deadline:

@@ -3,9 +3,9 @@
 import numpy as np
 import tensorflow as tf
 
-from tfdqn.actor import Actor
-from tfdqn.envs import EnvSpec
-from tfdqn.stacking import FrameStack
+from tfdqn.agent.actor import Actor
+from tfdqn.envs.make import EnvSpec
+from tfdqn.replay.frame_stack import FrameStack
 
 
 def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float, on_step=None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfdqn.replay import CHUNK_SLOTS, PER_SLOT, ReplayRing
+from tfdqn.replay.ring import CHUNK_SLOTS, PER_SLOT, ReplayRing
 
 _MIRRORED = tuple(name for name in PER_SLOT if name != "frames")  # slot records kept on both sides
 

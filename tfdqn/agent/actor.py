@@ -4,8 +4,8 @@ import keras
 import tensorflow as tf
 
 from tfdqn.config import ExplorationConfig
-from tfdqn.flat_call import FlatCall
-from tfdqn.schedules import linear_epsilon
+from tfdqn.agent.flat_call import FlatCall
+from tfdqn.agent.epsilon import linear_epsilon
 
 
 class Actor:

@@ -7,7 +7,7 @@ import types
 
 import pytest
 
-from tfdqn.sampler import NO_GPU, SystemSampler
+from tfdqn.telemetry.system_monitor import NO_GPU, SystemMonitor
 
 
 def _busy(seconds):
@@ -17,7 +17,7 @@ def _busy(seconds):
 
 
 def test_cpu_utilisation_under_a_known_busy_loop():
-    sampler = SystemSampler(period=0.1, nvml=None)
+    sampler = SystemMonitor(period=0.1, nvml=None)
     cores = sampler._cores
     sampler.start()
     time.sleep(0.6)
@@ -31,7 +31,7 @@ def test_cpu_utilisation_under_a_known_busy_loop():
 
 
 def test_two_busy_threads_use_more_of_the_machine():
-    sampler = SystemSampler(period=0.1, nvml=None).start()
+    sampler = SystemMonitor(period=0.1, nvml=None).start()
     threads = [threading.Thread(target=_busy, args=(1.0,)) for _ in range(2)]
     sampler.drain()
     for t in threads:
@@ -45,7 +45,7 @@ def test_two_busy_threads_use_more_of_the_machine():
 
 
 def test_without_a_gpu_the_gpu_figures_are_absent_not_zero():
-    sampler = SystemSampler(period=0.05, nvml=None).start()
+    sampler = SystemMonitor(period=0.05, nvml=None).start()
     time.sleep(0.2)
     reading = sampler.drain()
     sampler.stop()
@@ -76,7 +76,7 @@ class _FakeNvml:
 
 
 def test_nvml_path_reads_utilisation_and_memory_from_handles():
-    sampler = SystemSampler(period=0.05, nvml=_FakeNvml()).start()
+    sampler = SystemMonitor(period=0.05, nvml=_FakeNvml()).start()
     time.sleep(0.3)
     reading = sampler.drain()
     sampler.stop()
@@ -88,7 +88,7 @@ def test_nvml_path_reads_utilisation_and_memory_from_handles():
 def test_sampler_module_runs_without_tensorflow(tmp_path):
     blocker = tmp_path / "tensorflow.py"
     blocker.write_text("raise ImportError('tensorflow is not importable here')\n")
-    code = "import sys, tfdqn.sampler; assert 'tensorflow' not in sys.modules; tfdqn.sampler.main()"
+    code = "import sys, tfdqn.telemetry.system_monitor; assert 'tensorflow' not in sys.modules; tfdqn.telemetry.system_monitor.main()"
     result = subprocess.run([sys.executable, "-c", code, "1.5"], capture_output=True, text=True, timeout=60,
                             env={"PYTHONPATH": f"{tmp_path}:{__import__('pathlib').Path(__file__).parent.parent}"})
     assert result.returncode == 0, result.stderr

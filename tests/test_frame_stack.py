@@ -2,7 +2,7 @@ import gymnasium
 import numpy as np
 import pytest
 
-from tfdqn.stacking import FrameStack
+from tfdqn.replay.frame_stack import FrameStack
 
 
 def step_frame(stream: int, step: int, shape=(2, 3)) -> np.ndarray:

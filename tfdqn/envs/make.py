@@ -1,6 +1,6 @@
 """Environments: short names to gymnasium ids, Atari preprocessing, and a small spec for the rest of tfdqn.
 
-`make_env` returns an env that yields SINGLE frames (stacking lives in `tfdqn.stacking`, shared by the
+`make_env` returns an env that yields SINGLE frames (stacking lives in `tfdqn.replay.frame_stack`, shared by the
 actor and the replay) and always follows the gymnasium 5-tuple API. The info keys the loop may rely on:
 
 - every step, every env: `info["game_over"]` (bool), True when the whole game ended on this step (the

@@ -19,22 +19,22 @@ import tensorflow as tf
 import tqdm
 
 from tfdqn import config as config_lib
-from tfdqn.agent import make_agent
-from tfdqn.async_learner import AsyncLearner, RatioGate
-from tfdqn.checkpoint import Checkpointer
+from tfdqn.agent.agent import make_agent
+from tfdqn.run.drivers import AsyncLearner, RatioGate
+from tfdqn.run.checkpoint import Checkpointer
 from tfdqn.config import DQNConfig
-from tfdqn.device_replay import DeviceReplay
-from tfdqn.envs import make_env
+from tfdqn.replay.device import DeviceReplay
+from tfdqn.envs.make import make_env
 from tfdqn.errors import RunFailure
-from tfdqn.evaluation import run_episodes
-from tfdqn.logger import Logger
-from tfdqn.replay import ReplayRing
-from tfdqn.sampler import SystemSampler
-from tfdqn.schedules import updates_due
-from tfdqn.signals import StopRequest
-from tfdqn.stacking import FrameStack
-from tfdqn.telemetry import PhaseTimer
-from tfdqn.vector import make_vector_env
+from tfdqn.run.evaluation import run_episodes
+from tfdqn.telemetry.tensorboard import Logger
+from tfdqn.replay.ring import ReplayRing
+from tfdqn.telemetry.system_monitor import SystemMonitor
+from tfdqn.run.cadence import updates_due
+from tfdqn.run.signals import StopRequest
+from tfdqn.replay.frame_stack import FrameStack
+from tfdqn.telemetry.phase_timer import PhaseTimer
+from tfdqn.envs.vector import make_vector_env
 
 EVAL_SEED_OFFSET = 100_000  # evaluation envs draw from their own seed stream
 MAX_FUSED_UPDATES = 64  # updates per fused call: bounds the k-batch copy when many updates fall due at once
@@ -179,7 +179,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     logger = Logger(run_dir)
     if not resume:
         logger.hyperparameters(config_lib.to_dict(config))
-    sampler = SystemSampler(period=0.5).start()
+    sampler = SystemMonitor(period=0.5).start()
     profiler = _Profiler(profile_steps, run_dir / "profile")
     episodes = _EpisodeLog(run_dir / "episodes.csv", resume_from=start_step if resume else None)
     timer = PhaseTimer()

@@ -1,0 +1,1 @@
+"""Replay: the host NumPy ring, its tf.Variable twin sampled in the update graph, and the frame stack."""
