@@ -12,6 +12,7 @@ import typing
 
 import yaml
 
+from tfdqn.atomic import atomic_write
 from tfdqn.errors import UserError
 
 CONFIG_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
@@ -310,6 +311,4 @@ def to_dict(config: DQNConfig) -> dict:
 
 def save(config: DQNConfig, path: pathlib.Path) -> None:
     """Write the resolved config so that `--config path` reproduces the run."""
-    tmp = pathlib.Path(f"{path}.tmp")
-    tmp.write_text(yaml.safe_dump(to_dict(config), sort_keys=False))
-    tmp.replace(path)
+    atomic_write(path, yaml.safe_dump(to_dict(config), sort_keys=False))

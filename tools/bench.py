@@ -26,6 +26,8 @@ import numpy as np
 
 from bench_timing import calls_per_second
 
+from tfdqn.atomic import write_json
+
 TOOLS = pathlib.Path(__file__).resolve().parent
 REPO = TOOLS.parent
 FUSED_K = 8
@@ -233,9 +235,7 @@ def main(argv=None) -> int:
         results["peers"]["sb3"] = peer("peer_sb3.py", steps, learning_starts, capacity)
     results["table"] = table(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_name(args.out.name + ".tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n")
-    tmp.replace(args.out)
+    write_json(args.out, results)
     print(results["table"])
     return 0
 
