@@ -1,9 +1,12 @@
+import warnings
+
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from tfdqn.config import LearnerConfig
+from tfdqn.agent import flat_call, private_api
 from tfdqn.agent.flat_call import FlatCall
 from tfdqn.agent.learner import Learner
 
@@ -76,3 +79,91 @@ def test_flat_updates_leave_the_weights_the_public_call_leaves():
                     public.online.get_weights() + public.target.get_weights()):
         np.testing.assert_array_equal(a, b)
     assert int(flat.updates.numpy()) == int(public.updates.numpy()) == 5
+
+
+def _act_like():
+    rng = np.random.default_rng(2)
+    weights, bias = tf.Variable(rng.normal(size=(3, 4)).astype(np.float32)), tf.Variable(np.zeros(4, np.float32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    def act(observation):
+        q = observation @ weights + bias
+        return {"action": tf.argmax(q, axis=-1, output_type=tf.int32), "q": q}
+
+    return act
+
+
+def _update_like():
+    """A gradient step assigned in the graph, and a counter: what the Learner's update does, in small."""
+    weights, steps = tf.Variable(np.ones((3, 1), np.float32)), tf.Variable(0)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 3], tf.float32), tf.TensorSpec([None], tf.float32)])
+    def update(x, y):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean((tf.squeeze(x @ weights, -1) - y) ** 2)
+        weights.assign_sub(0.1 * tape.gradient(loss, weights))
+        steps.assign_add(1)
+        return {"loss": loss}
+
+    return update, [weights, steps]
+
+
+def _assert_public_equals_flat(public_call_of):
+    """`public_call_of(function)` gives a FlatCall on the public path; its outputs and the variables it
+    leaves must equal those of the private flat path, to the bit."""
+    act = _act_like()
+    flat_act, public_act = FlatCall(act), public_call_of(act)
+    assert flat_act.private and not public_act.private
+    for rows in (1, 4):
+        x = np.random.default_rng(rows).normal(size=(rows, 3)).astype(np.float32)
+        a, b = flat_act(x), public_act(x)
+        for key in ("action", "q"):
+            np.testing.assert_array_equal(a[key].numpy(), b[key].numpy())
+    (flat_fn, flat_vars), (public_fn, public_vars) = _update_like(), _update_like()
+    flat_update, public_update = FlatCall(flat_fn), public_call_of(public_fn)
+    rng = np.random.default_rng(3)
+    for _ in range(5):
+        x, y = rng.normal(size=(8, 3)).astype(np.float32), rng.normal(size=8).astype(np.float32)
+        assert flat_update(x, y)["loss"].numpy() == public_update(x, y)["loss"].numpy()
+    for a, b in zip(flat_vars, public_vars):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert int(public_vars[1].numpy()) == 5
+
+
+def test_the_public_fallback_gives_the_flat_paths_outputs_and_variables():
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", "public path")  # a fallback the caller chose is no cause to warn
+        _assert_public_equals_flat(lambda function: FlatCall(function, use_private=False))
+
+
+def test_the_version_check_accepts_the_installed_tensorflow_and_rejects_others():
+    assert private_api.verified(tf.__version__, *flat_call.TF_VERIFIED)
+    for version in ("3.99", "2.99.0", "2.22.0rc0", "2.15.1"):
+        assert not private_api.verified(version, *flat_call.TF_VERIFIED), version
+    assert flat_call._call_flat_has_its_shape()
+
+
+def _public_by_version(monkeypatch, function):
+    with monkeypatch.context() as patch:
+        patch.setattr(flat_call, "TF_VERSION", "3.99.0")
+        return FlatCall(function)
+
+
+def test_an_unverified_tensorflow_takes_the_public_path_with_one_warning(monkeypatch):
+    """Two FlatCalls made under a made-up TensorFlow version: one warning, and the flat path's results."""
+    monkeypatch.setattr(private_api, "_warned", set())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _assert_public_equals_flat(lambda function: _public_by_version(monkeypatch, function))
+    oldest, newest = flat_call.TF_VERIFIED
+    assert [(w.category, str(w.message)) for w in caught if "public path" in str(w.message)] == [(RuntimeWarning, (
+        "FlatCall: TensorFlow 3.99.0 is not among the versions ConcreteFunction._call_flat was verified with "
+        f"({oldest} to {newest}); using the slower public path, concrete(*tensors)"))]
+
+
+def test_a_private_method_of_another_shape_takes_the_public_path(monkeypatch):
+    monkeypatch.setattr(private_api, "_warned", set())
+    monkeypatch.setattr(flat_call, "_call_flat_has_its_shape", lambda: False)
+    with pytest.warns(RuntimeWarning, match=r"TensorFlow .* has no ConcreteFunction._call_flat of the expected shape"):
+        call = FlatCall(_act_like())
+    assert not call.private and call(np.ones((1, 3), np.float32))["q"].shape == (1, 4)
