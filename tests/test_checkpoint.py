@@ -5,6 +5,7 @@ import pytest
 
 from tfdqn.agent.agent import make_agent
 from tfdqn.run.checkpoint import Checkpointer
+from tfdqn.run.markers import complete_steps
 from tfdqn.config import DQNConfig
 from tfdqn.replay.ring import CHUNK_SLOTS, ReplayRing
 
@@ -53,7 +54,7 @@ def test_keeps_two_complete_checkpoints_and_prunes_the_rest(tmp_path):
     for step in (1, 2, 3, 4):
         _fill(replay, step * 1000, 1000)
         checkpointer.save(step * 1000, {})
-    assert checkpointer.complete_steps() == [4000, 3000]
+    assert complete_steps(tmp_path) == [4000, 3000]
     assert not list(tmp_path.glob("*-1000*")) and not list(tmp_path.glob("*-2000.*"))
 
 

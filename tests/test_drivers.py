@@ -1,4 +1,4 @@
-"""Async mode: the ratio gate with real threads, and a real async training run holding the replay ratio."""
+"""Update drivers: the ratio gate with real threads, and a real async training run holding the replay ratio."""
 
 import json
 import threading
@@ -7,30 +7,40 @@ import time
 import pytest
 
 from tests.conftest import TINY
+from tfdqn.agent.counters import Counters
 from tfdqn.run.drivers import RatioGate
 from tfdqn.telemetry.tensorboard import read_scalars
 from tfdqn.run.cadence import updates_due
 
 
+def _counters(env_steps=0, updates=0):
+    counters = Counters()
+    counters.env_steps.assign(env_steps)
+    counters.updates.assign(updates)
+    return counters
+
+
 @pytest.mark.parametrize("interval, steps_per_advance, slack", [(1, 1, 1), (4, 1, 1), (1, 8, 8), (2, 8, 4)])
 def test_gate_holds_the_ratio_with_real_threads(interval, steps_per_advance, slack):
-    gate = RatioGate(learning_starts=20, training_interval=interval, slack=slack, env_steps=0, updates=0)
+    counters = _counters()
+    gate = RatioGate(counters, cadence=(20, interval), slack=slack)
     lags = []
 
     def learner():
         while k := gate.take(most=3):
             time.sleep(0.0005)  # a slow update: the actors must wait for it
-            gate.done(k)
+            counters.updates.assign_add(k)  # as the update graph does
+            gate.done()
 
     thread = threading.Thread(target=learner)
     thread.start()
-    env_steps = 0
     for _ in range(300):
-        env_steps += steps_per_advance
-        gate.advance(env_steps, can_learn=True)
-        lags.append(updates_due(env_steps, 20, interval) - gate.updates)
+        counters.env_steps.assign_add(steps_per_advance)  # as act does
+        gate.advance(can_learn=True)
+        env_steps, updates = counters.read()
+        lags.append(updates_due(env_steps, 20, interval) - updates)
     gate.settle(can_learn=True)
-    final = gate.updates
+    env_steps, final = counters.read()
     gate.close()
     thread.join()
     assert max(lags) <= slack  # the actors never ran ahead of the learner by more than the slack
@@ -38,9 +48,9 @@ def test_gate_holds_the_ratio_with_real_threads(interval, steps_per_advance, sla
 
 
 def test_gate_never_holds_the_actors_while_the_learner_cannot_sample():
-    gate = RatioGate(learning_starts=0, training_interval=1, slack=1, env_steps=0, updates=0)
-    gate.advance(50, can_learn=False)  # no learner thread at all: this must return
-    assert gate.updates == 0
+    gate = RatioGate(_counters(env_steps=50), cadence=(0, 1), slack=1)
+    gate.advance(can_learn=False)  # no learner thread at all: this must return
+    assert gate.owed() == 50
 
 
 @pytest.mark.slow

@@ -299,6 +299,14 @@ def validate(c: DQNConfig) -> None:
                         f"num_envs * (frame_stack + 1) = {least}")
 
 
+def default_config_file(env_name: str) -> pathlib.Path:
+    """Atari games get configs/atari.yaml; every other env the classic-control file."""
+    from tfdqn.envs.make import is_atari_id, resolve_env_id  # envs import this module's dataclasses
+
+    name = "atari.yaml" if is_atari_id(resolve_env_id(env_name)) else "cartpole.yaml"
+    return CONFIG_DIR / name
+
+
 def to_dict(config: DQNConfig) -> dict:
     """Nested plain data (tuples as lists) for config.yaml and the TensorBoard hyperparameter table."""
     data = dataclasses.asdict(config)

@@ -49,9 +49,8 @@ def _main(args: argparse.Namespace) -> int:
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
     env_steps, _ = Checkpointer(run_dir / "checkpoints", agent).restore_latest(with_loop_state=False,
                                                                                mark_broken=False)
-    agent.actor.generator.reset_from_seed(args.seed)  # the checkpoint restored the training RNG
     recorder = VideoRecorder(pathlib.Path(args.video)) if args.video else None
-    returns = run_episodes(env, spec, agent.actor, args.episodes, epsilon,
+    returns = run_episodes(env, spec, agent.actor, args.episodes, epsilon, seed=args.seed,
                            on_step=recorder.capture if recorder else None)
     if recorder:
         recorder.close()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import pathlib
 import sys
@@ -11,7 +10,7 @@ import sys
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
 from tfdqn.errors import UserError
-from tfdqn.run.markers import complete_steps
+from tfdqn.run.run_dir import choose_run_dir, load_run_config
 from tfdqn.run.signals import exit_code
 
 FLAG_KEYS = {  # dedicated flags and the config key each one sets
@@ -63,14 +62,6 @@ def _default(config, key: str):
     return getattr(getattr(config, section), name)
 
 
-def default_config_file(env_name: str) -> pathlib.Path:
-    """Atari games get configs/atari.yaml; every other env the classic-control file."""
-    from tfdqn.envs.make import is_atari_id, resolve_env_id
-
-    name = "atari.yaml" if is_atari_id(resolve_env_id(env_name)) else "cartpole.yaml"
-    return config_lib.CONFIG_DIR / name
-
-
 def resolve_config(args: argparse.Namespace) -> config_lib.DQNConfig:
     overrides = config_lib.parse_set(args.set)
     for flag, key in FLAG_KEYS.items():
@@ -79,32 +70,12 @@ def resolve_config(args: argparse.Namespace) -> config_lib.DQNConfig:
     files = [pathlib.Path(f) for f in args.config]
     if not files:
         env_name = overrides.get("env.id") or config_lib.DQNConfig().env.id
-        files = [default_config_file(str(env_name))]
+        files = [config_lib.default_config_file(str(env_name))]
     config = config_lib.build_config(files, overrides)
     from tfdqn.envs.make import resolve_env_id
 
     resolve_env_id(config.env.id)
     return config
-
-
-def prepare_run_dir(logdir: str, run_name: str | None, config: config_lib.DQNConfig) -> pathlib.Path:
-    """A new, writable run folder; an existing non-empty one is refused so no checkpoint is overwritten."""
-    if run_name is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_name = f"{config.env.id.replace('/', '_')}-s{config.run.seed}-{stamp}"
-    if not run_name or "/" in run_name or run_name in (".", ".."):
-        raise UserError(f"--run-name {run_name!r} is not a folder name; allowed: a name without '/'")
-    run_dir = pathlib.Path(logdir) / run_name
-    if run_dir.exists() and any(run_dir.iterdir()):
-        raise UserError(f"run folder {run_dir} already exists and is not empty; allowed: a new --run-name")
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / ".write_test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as error:
-        raise UserError(f"--logdir {logdir!r} is not writable ({error.strerror}); allowed: a writable folder") from None
-    return run_dir
 
 
 def parse_profile_steps(text: str | None, total_steps: int) -> tuple[int, int] | None:
@@ -129,36 +100,7 @@ def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
         raise UserError(f"{flag} cannot be used with --resume (the run keeps its saved config); allowed with "
                         f"--resume: --total-steps, --quiet, --debug")
     run_dir = pathlib.Path(args.resume)
-    if not (run_dir / "config.yaml").is_file():
-        raise UserError(f"--resume {args.resume!r} is not a run folder (no config.yaml); allowed: a folder "
-                        f"written by tfdqn.train")
-    saved = complete_steps(run_dir / "checkpoints")
-    if not saved:
-        raise UserError(f"--resume {args.resume!r} holds no complete checkpoint; allowed: a run folder that "
-                        f"saved at least one checkpoint")
-    if args.total_steps is not None and args.total_steps < saved[0]:
-        raise UserError(f"--total-steps {args.total_steps} is before the newest checkpoint (env step {saved[0]}); "
-                        f"allowed with --resume: --total-steps >= {saved[0]}")
-    overrides = {"run.total_steps": args.total_steps} if args.total_steps is not None else {}
-    return config_lib.build_config([run_dir / "config.yaml"], overrides), run_dir
-
-
-def check_memory(config: config_lib.DQNConfig) -> None:
-    """Refuse a replay that cannot fit before anything is allocated, naming both sizes."""
-    import psutil
-
-    from tfdqn.envs.make import make_env
-    from tfdqn.replay.ring import ReplayRing
-
-    env, spec = make_env(config.env, seed=0)
-    env.close()
-    needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
-                                    num_streams=config.run.num_envs)
-    available = psutil.virtual_memory().available
-    if needed > 0.9 * available:
-        fits = int(config.replay.capacity * 0.9 * available / needed)
-        raise UserError(f"replay.capacity = {config.replay.capacity:,} needs {needed / 2**30:.2f} GiB but only "
-                        f"{available / 2**30:.2f} GiB of memory is available; allowed: replay.capacity <= {fits:,}")
+    return load_run_config(run_dir, args.total_steps), run_dir
 
 
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -167,11 +109,10 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     else:
         config = resolve_config(args)
     profile_steps = parse_profile_steps(args.profile_steps, config.run.total_steps)
-    check_memory(config)
     if not args.resume:
-        run_dir = prepare_run_dir(args.logdir, args.run_name, config)
+        run_dir = choose_run_dir(args.logdir, args.run_name, config)
     start_tensorflow()
-    from tfdqn.run.loop import train
+    from tfdqn.run.loop import train  # imports TensorFlow
 
     summary = train(config, run_dir, quiet=args.quiet, profile_steps=profile_steps, resume=bool(args.resume))
     print(json.dumps({"run_dir": str(run_dir), **{k: v for k, v in summary.items() if k != "final_eval_returns"}}))

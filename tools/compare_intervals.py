@@ -4,7 +4,7 @@
 
 Every run uses the same seed and config and starts learning after 5% of its steps, so most of the run
 is learning. Each run's TensorBoard logs go to DIR/interval_<K>, so `tensorboard --logdir DIR`
-overlays them. The runs go through `tfdqn.loop.train`, the same loop as `python -m tfdqn.train`.
+overlays them. The runs go through `tfdqn.run.loop.train`, the same loop as `python -m tfdqn.train`.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 from tfdqn import config as config_lib  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, run_cli  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
+from tfdqn.run.run_dir import choose_run_dir  # noqa: E402
 from tfdqn.run.signals import exit_code  # noqa: E402
 
 BASE_COLUMNS = ["training_interval", "env_steps", "updates", "wall_seconds", "env_steps_per_sec", "updates_per_sec",
@@ -42,14 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def make_config(args: argparse.Namespace, interval: int) -> config_lib.DQNConfig:
     """The env's default config with the sweep's run settings; a replay as large as the run."""
-    from tfdqn.train import default_config_file
-
     learning_starts = args.learning_starts if args.learning_starts is not None else max(args.steps // 20, 100)
     overrides = {"replay.capacity": max(args.steps, 1000), **config_lib.parse_set(args.set), "env.id": args.env,
                  "run.total_steps": args.steps, "run.training_interval": interval, "run.seed": args.seed,
                  "run.learning_starts": learning_starts, "run.log_every": max(args.steps // 10, 1),
                  "run.checkpoint_every": 0, "run.eval_every": 0, "run.final_eval_episodes": 1}
-    return config_lib.build_config([default_config_file(args.env)], overrides)
+    return config_lib.build_config([config_lib.default_config_file(args.env)], overrides)
 
 
 def row_from_summary(summary: dict) -> dict:
@@ -119,9 +118,7 @@ def _main(args: argparse.Namespace) -> int:
         raise UserError(f"--set {fixed[0]} is set by the sweep itself; allowed: the tool's own flags for it")
     out = pathlib.Path(args.out)
     configs = {k: make_config(args, k) for k in args.intervals}  # every config validated before any run
-    from tfdqn.train import prepare_run_dir
-
-    run_dirs = {k: prepare_run_dir(str(out), f"interval_{k}", configs[k]) for k in args.intervals}
+    run_dirs = {k: choose_run_dir(str(out), f"interval_{k}", configs[k]) for k in args.intervals}
     from tfdqn.run.loop import train
 
     rows, gpu, env_id = [], "no GPU", args.env

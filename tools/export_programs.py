@@ -53,10 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def make_config(env: str, sets: list[str]) -> config_lib.DQNConfig:
     """The trainer's config for `env`: the same file choice and overrides as `python -m tfdqn.train`."""
-    from tfdqn.train import default_config_file
-
     overrides = {**config_lib.parse_set(sets), "env.id": env}
-    return config_lib.build_config([default_config_file(env)], overrides)
+    return config_lib.build_config([config_lib.default_config_file(env)], overrides)
 
 
 def build_agent(config: config_lib.DQNConfig):

@@ -5,23 +5,27 @@ import tensorflow as tf
 
 from tfdqn.config import ExplorationConfig
 from tfdqn.agent.flat_call import FlatCall
+from tfdqn.agent.counters import Counters
 from tfdqn.agent.epsilon import linear_epsilon
 
 
 class Actor:
     """Chooses actions for a batch of observations; only the actions come back to Python.
 
-    `env_steps` is the actor's own step counter: each `act` call reads it for epsilon and advances it
-    by the batch size, so the schedule never needs a value fed from Python."""
+    `env_steps` is the run's env step counter (`Counters.env_steps`): each `act` call reads it for
+    epsilon and advances it by the batch size, so the schedule never needs a value fed from Python.
+    Training draws from `generator`; evaluation from `evaluation_generator`, so turning evaluation on
+    or off leaves training's exploration stream unchanged."""
 
     def __init__(self, network: keras.Model, num_actions: int, exploration: ExplorationConfig,
                  observation_shape: tuple, observation_dtype, seed: int, jit_compile: bool = True,
-                 device: str | None = None):
+                 device: str | None = None, env_steps: tf.Variable | None = None):
         self._network = network
         self._num_actions = num_actions
         self._exploration = exploration
-        self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="env_steps")
+        self.env_steps = env_steps if env_steps is not None else Counters().env_steps
         self.generator = tf.random.Generator.from_seed(seed)
+        self.evaluation_generator = tf.random.Generator.from_seed(seed)  # reseeded by each evaluation
         self._device = device  # None: wherever TensorFlow places the network (the learner's device)
         observation = tf.TensorSpec([None, *observation_shape], tf.as_dtype(observation_dtype))
         # Each graph has one concrete function, called with flat tensors (FlatCall): that skips the
@@ -39,20 +43,21 @@ class Actor:
         e = self._exploration
         return linear_epsilon(self.env_steps, e.epsilon_start, e.epsilon_end, e.epsilon_decay_steps)
 
-    def _choose(self, observation: tf.Tensor, epsilon: tf.Tensor) -> tf.Tensor:
+    def _choose(self, observation: tf.Tensor, epsilon: tf.Tensor, generator: tf.random.Generator) -> tf.Tensor:
         """Per row: a uniform random action with probability epsilon, else the argmax of Q."""
         with tf.device(self._device):
             batch = tf.shape(observation)[0]
             greedy = tf.argmax(self._network(observation, training=False), axis=-1, output_type=tf.int32)
-            random = self.generator.uniform([batch], minval=0, maxval=self._num_actions, dtype=tf.int32)
-            explore = self.generator.uniform([batch]) < epsilon
+            random = generator.uniform([batch], minval=0, maxval=self._num_actions, dtype=tf.int32)
+            explore = generator.uniform([batch]) < epsilon
             return tf.where(explore, random, greedy)
 
     def _act(self, observation: tf.Tensor) -> tf.Tensor:
-        actions = self._choose(observation, self.epsilon())
+        actions = self._choose(observation, self.epsilon(), self.generator)
         self.env_steps.assign_add(tf.cast(tf.shape(observation)[0], tf.int64))
         return actions
 
     def _act_with_epsilon(self, observation: tf.Tensor, epsilon: tf.Tensor) -> tf.Tensor:
-        """Evaluation: a fixed epsilon (0 is greedy); the training step counter is left alone."""
-        return self._choose(observation, epsilon)
+        """Evaluation: a fixed epsilon (0 is greedy) from the evaluation RNG; the training step counter
+        and RNG are left alone."""
+        return self._choose(observation, epsilon, self.evaluation_generator)

@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from tfdqn.agent.actor import Actor
+from tfdqn.agent.counters import Counters
 from tfdqn.config import ComputeConfig, DQNConfig
 from tfdqn.agent.learner import Learner
 from tfdqn.agent.networks import make_network
@@ -16,6 +17,13 @@ class Agent(NamedTuple):
     target: keras.Model
     actor: Actor
     learner: Learner
+    counters: Counters
+
+    def checkpointables(self) -> dict:
+        """Every TensorFlow object a checkpoint holds, listed once (names kept stable across versions)."""
+        return {"online": self.online, "target": self.target, "optimizer": self.learner.optimizer,
+                "updates": self.counters.updates, "env_steps": self.counters.env_steps,
+                "actor_rng": self.actor.generator}
 
 
 def act_uses_xla(compute: ComputeConfig, act_on_cpu: bool) -> bool:
@@ -35,12 +43,13 @@ def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, n
     online, target = build(), build()
     compute = config.compute
     act_on_cpu = compute.act_device == "cpu" or not tf.config.list_physical_devices("GPU")
+    counters = Counters()
     actor = Actor(online, num_actions, config.exploration, observation_shape, observation_dtype,
                   seed=config.run.seed, jit_compile=act_uses_xla(compute, act_on_cpu),
-                  device="/CPU:0" if compute.act_device == "cpu" else None)
+                  device="/CPU:0" if compute.act_device == "cpu" else None, env_steps=counters.env_steps)
     learner = Learner(online, target, config.learner, observation_shape, observation_dtype,
-                      env_steps=actor.env_steps, jit_compile=compute.update_jit_compile)
+                      counters=counters, jit_compile=compute.update_jit_compile)
     # Trace the update now, without running it (the actor traced act already): tracing takes about
     # a second, and charged to the first update it would distort the phase timings of short runs.
     learner.update_many.trace()
-    return Agent(online, target, actor, learner)
+    return Agent(online, target, actor, learner, counters)

@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from tfdqn.config import LearnerConfig
+from tfdqn.agent.counters import Counters
 from tfdqn.agent.flat_call import FlatCall
 from tfdqn.agent.fused_adam import FusedAdam
 
@@ -27,24 +28,25 @@ def make_optimizer(config: LearnerConfig) -> keras.optimizers.Optimizer:
 
 
 class Learner:
-    """Owns the online/target pair, the optimizer and the update counter.
+    """Owns the online/target pair and the optimizer, and advances the run's update counter.
 
     `update(observation, action, reward, discount, next_observation)` runs one gradient step and,
     when the counter reaches a multiple of `target_update_period`, copies online into target, all in
     the graph. It returns tensors; Python reads them only when it logs."""
 
     def __init__(self, online: keras.Model, target: keras.Model, config: LearnerConfig,
-                 observation_shape: tuple, observation_dtype, env_steps: tf.Variable | None = None,
+                 observation_shape: tuple, observation_dtype, counters: Counters | None = None,
                  jit_compile: bool = False):
         self.online = online
         self.target = target
         self._config = config
-        self.updates = tf.Variable(0, dtype=tf.int64, trainable=False, name="updates")
+        counters = counters or Counters()
+        self.updates = counters.updates
         # The first update whose loss was NaN or Inf (0: none yet) and the env step it ran at (read
         # from the actor's counter), recorded in the graph: watching for divergence copies nothing per update.
         self.first_nonfinite_update = tf.Variable(0, dtype=tf.int64, trainable=False, name="first_nonfinite_update")
         self.first_nonfinite_env_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="first_nonfinite_step")
-        self._env_steps = env_steps if env_steps is not None else tf.Variable(0, dtype=tf.int64, trainable=False)
+        self._env_steps = counters.env_steps
         self.optimizer = make_optimizer(config)
         self.optimizer.build(online.trainable_variables)
         self._sync_target()

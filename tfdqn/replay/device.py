@@ -84,8 +84,14 @@ class DeviceReplay(ReplayRing):
                                                    self._variables["frames"].dtype.as_numpy_dtype),
                                 **{name: np.zeros_like(getattr(self, "_" + name)[:, part]) for name in _MIRRORED}})
 
+    def counters(self) -> dict:
+        """The host ring's counters and the in-graph sampler's RNG state, so a resumed run draws the
+        batches the uninterrupted run would have drawn."""
+        return {**super().counters(), "graph_rng": self._generator.state.numpy().tolist()}
+
     def load_counters(self, counters: dict) -> None:
         super().load_counters(counters)
+        self._generator.state.assign(np.asarray(counters["graph_rng"], np.int64))
         self._variables["cursor"].assign(self._cursor)
         self._variables["filled"].assign(self._filled)
 

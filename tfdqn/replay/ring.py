@@ -84,9 +84,8 @@ class ReplayRing:
 
     @staticmethod
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
-                     num_streams: int = 1, seed: int = 0) -> int:
+                     num_streams: int = 1) -> int:
         """`nbytes` of a ring built with these arguments, computed without allocating it."""
-        del seed  # accepted so callers can pass the constructor's arguments unchanged
         layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams)
         return sum(math.prod(shape) * dtype.itemsize for shape, dtype in layout.values())
 

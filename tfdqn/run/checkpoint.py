@@ -1,12 +1,14 @@
-"""Complete, atomic checkpoints: TensorFlow state, the replay ring and the loop's own state.
+"""Complete, atomic checkpoints: TensorFlow state, the replay ring and the collector's state.
 
 Files in `checkpoints/`, for a checkpoint at env step S:
-  ckpt-S.index, ckpt-S.data-*   nets, optimizer, step and update counters, the actor's RNG (TensorFlow)
+  ckpt-S.index, ckpt-S.data-*   `Agent.checkpointables()`: nets, optimizer, the run's two counters, the
+                                actor's RNG (TensorFlow)
   replay-S.json                 the ring's counters and sampling-RNG state, and which chunk file holds
                                 each chunk of slots as of step S
   chunk-C-S.npz                 slots of chunk C written since the previous checkpoint (only those:
                                 the cost of a save follows the new data, not the ring's size)
-  state-S.pkl                   the loop's state: env mid-episode where it pickles, frame stack, counters
+  state-S.pkl                   the collector's state (run.collectors.CollectorState): envs mid-episode
+                                where they pickle, newest frames, frame stack
   ckpt-S.complete               the marker, written last: a checkpoint without it does not exist
 Every file is written to a temporary name, flushed to disk and renamed. Older checkpoints are deleted
 only after a newer one is complete, so a crash or a full disk mid-save leaves the previous one usable.
@@ -16,7 +18,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import pathlib
 import pickle
 import shutil
@@ -28,23 +29,10 @@ import numpy as np
 import tensorflow as tf
 
 from tfdqn.agent.agent import Agent
+from tfdqn.atomic import atomic_write
 from tfdqn.errors import UserError
 from tfdqn.run.markers import complete_steps, marker_path
 from tfdqn.replay.ring import ReplayRing
-
-def atomic_write(path: pathlib.Path, data: bytes) -> int:
-    """Write `data` under a temporary name, fsync, rename over `path`; returns the bytes written."""
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    return len(data)
 
 
 def _npz_bytes(arrays: dict) -> bytes:
@@ -61,16 +49,10 @@ class Checkpointer:
         self._replay = replay
         self._keep = keep
         self._chunk_files: dict[int, str] = {}  # chunk -> file holding its newest saved contents
-        self._tf = tf.train.Checkpoint(online=agent.online, target=agent.target, optimizer=agent.learner.optimizer,
-                                       updates=agent.learner.updates, env_steps=agent.actor.env_steps,
-                                       actor_rng=agent.actor.generator)
+        self._tf = tf.train.Checkpoint(**agent.checkpointables())
         self._manager = tf.train.CheckpointManager(self._tf, str(self.directory), max_to_keep=None)
 
-    def complete_steps(self) -> list[int]:
-        """Env steps of the checkpoints whose marker exists, newest first."""
-        return complete_steps(self.directory)
-
-    def save(self, env_steps: int, loop_state: dict) -> dict:
+    def save(self, env_steps: int, loop_state) -> dict:
         """Write checkpoint `env_steps`; returns {"seconds", "bytes"} of the save."""
         started, written = time.perf_counter(), 0
         # Saving a step that was saved before (a resume that repeats steps): it stops counting first.
@@ -93,7 +75,7 @@ class Checkpointer:
         """Delete every file that no kept complete checkpoint needs (old ones, half-written ones,
         temporary files of an interrupted save). Markers go first, so an interrupted prune never
         leaves a marker whose files are gone; a file that will not go is left for the next save."""
-        complete = self.complete_steps()
+        complete = complete_steps(self.directory)
         kept = complete[: self._keep]
         for step in complete[self._keep:]:
             marker_path(self.directory, step).unlink(missing_ok=True)
@@ -112,13 +94,13 @@ class Checkpointer:
             except OSError as error:
                 print(f"warning: could not delete old checkpoint file {path}: {error.strerror}", file=sys.stderr)
 
-    def restore_latest(self, with_loop_state: bool = True, mark_broken: bool = True) -> tuple[int, dict | None]:
+    def restore_latest(self, with_loop_state: bool = True, mark_broken: bool = True) -> tuple[int, object]:
         """Restore the newest complete checkpoint that loads; warn about each broken one skipped.
 
         Returns (env_steps, loop_state); raises UserError when no complete checkpoint loads.
         Evaluation needs only the networks (`with_loop_state=False`, no replay) and leaves the run
         folder as it is (`mark_broken=False`); training renames a broken marker so it stops counting."""
-        for env_steps in self.complete_steps():
+        for env_steps in complete_steps(self.directory):
             try:
                 return env_steps, self._restore(env_steps, with_loop_state)
             except (tf.errors.OpError, ValueError, OSError, KeyError, IndexError, EOFError, AssertionError,
@@ -134,7 +116,7 @@ class Checkpointer:
         raise UserError(f"no complete checkpoint in {self.directory}; allowed: a run folder written by tfdqn.train "
                         f"that saved at least one checkpoint")
 
-    def _restore(self, env_steps: int, with_loop_state: bool) -> dict | None:
+    def _restore(self, env_steps: int, with_loop_state: bool):
         """Small files are read before anything is changed; the ring is rewritten whole (chunks the
         checkpoint lists are loaded, the others zeroed), so a failed attempt leaves nothing stale."""
         loop_state = None

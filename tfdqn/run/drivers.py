@@ -1,14 +1,16 @@
-"""The learner in its own thread, so gradient updates overlap env steps and acting.
+"""Update drivers: when gradient updates run. The loop calls the same three methods whatever the mode.
 
-TensorFlow releases the GIL while a graph runs, so the env and act calls of the main thread proceed
-during an update. `RatioGate` keeps the replay ratio at 1 / training_interval: the learner waits when
-it has done every update owed (`schedules.updates_due`), and the actors wait when it falls more than
-`slack` updates behind. The batch for the next update is sampled while the actors step, and only
-sampling and adding share the replay lock.
+A driver combines two choices, each a small class:
+- where the k batches of a fused call come from (`HostReplayUpdates`: the NumPy ring samples them and
+  they are copied in; `DeviceReplayUpdates`: the update graph samples its own from tf.Variables);
+- when the updates run (`InlineDriver`: in the loop's thread right after each collect;
+  `BackgroundDriver`: in a learner thread behind a `RatioGate`, while the envs step).
+So async + device replay samples inside the graph as inline device replay does: no frame goes
+through the host.
 
-Determinism: which transitions a batch can draw depends on thread timing (within `slack` updates),
-so async runs are not bit-reproducible; the ratio, the seeds of env, actor and replay, and every
-update's inputs being real stored transitions still hold.
+The ratio of updates to env steps is 1 / training_interval in every mode (`cadence.updates_due`).
+The background thread's batches depend on thread timing (within one vector step of updates), so
+async runs are not bit-reproducible; the synchronous modes are.
 """
 
 from __future__ import annotations
@@ -16,53 +18,124 @@ from __future__ import annotations
 import threading
 import time
 
+import tensorflow as tf
+
+from tfdqn.agent.counters import Counters
 from tfdqn.run.cadence import updates_due
 from tfdqn.telemetry.phase_timer import PhaseTimer
 
+MAX_FUSED_UPDATES = 64  # updates per fused call: bounds the k-batch copy when many updates fall due at once
+
+
+class HostReplayUpdates:
+    """k updates on k batches that the host ring samples together and `update_many` takes in one call."""
+
+    def __init__(self, learner, replay, batch_size: int):
+        self._learner, self._replay, self._batch_size = learner, replay, batch_size
+
+    def ready(self) -> bool:
+        return self._replay.can_sample(self._batch_size)
+
+    def prepare(self, k: int):
+        """Called under the replay lock: everything that reads the replay's host arrays."""
+        return self._replay.sample_stacked(k, self._batch_size)
+
+    def run(self, batches) -> dict:
+        return self._learner.update_many(*batches)
+
+
+class DeviceReplayUpdates:
+    """k updates whose batches the update graph draws from the device ring (`replay.device: accelerator`)."""
+
+    def __init__(self, learner, replay, batch_size: int):
+        self._replay, self._batch_size = replay, batch_size
+        self._update = learner.make_replay_update(lambda: replay.sample_in_graph(batch_size))
+
+    def ready(self) -> bool:
+        return self._replay.can_sample(self._batch_size)
+
+    def prepare(self, k: int):
+        """Called under the replay lock: the steps added since the last call reach the variables."""
+        self._replay.flush()
+        return k
+
+    def run(self, k: int) -> dict:
+        return self._update(tf.constant(k, tf.int32))
+
+
+def _owed(counters: Counters, cadence: tuple[int, int]) -> int:
+    env_steps, updates = counters.read()
+    return updates_due(env_steps, *cadence) - updates
+
+
+class InlineDriver:
+    """Runs every update owed right after each collect, in the loop's thread, up to 64 per fused call."""
+
+    def __init__(self, source, counters: Counters, cadence: tuple[int, int], timer: PhaseTimer):
+        self._source, self._counters, self._cadence, self._timer = source, counters, cadence, timer
+        self.metrics: dict = {}
+        self.timers = ()  # its phases are charged to the loop's timer
+
+    def after_collect(self) -> None:
+        due = _owed(self._counters, self._cadence)
+        while due > 0 and self._source.ready():
+            k = min(due, MAX_FUSED_UPDATES)
+            t = time.perf_counter()
+            prepared = self._source.prepare(k)
+            t = self._timer.add("replay_sample", t)
+            self.metrics = self._source.run(prepared)
+            self.metrics["td_loss"].numpy()  # wait for the device: the update's time is charged to it
+            self._timer.add("update", t)
+            due -= k
+
+    def settle(self) -> None:
+        """Nothing is ever pending between calls."""
+
+    def close(self) -> None:
+        """Nothing to stop."""
+
 
 class RatioGate:
-    """Shared counters with the waiting rules of both sides; `close()` releases everyone."""
+    """The waiting rules of both sides of a background learner, over the run's counters.
 
-    def __init__(self, learning_starts: int, training_interval: int, slack: int, env_steps: int, updates: int):
-        self._cadence = (learning_starts, training_interval)
-        self._slack = slack
-        self.env_steps, self.updates = env_steps, updates
+    The learner waits while it owes nothing; the actors wait while it owes more than `slack` updates
+    (unless it cannot learn yet: too few transitions for a batch). `close()` releases everyone."""
+
+    def __init__(self, counters: Counters, cadence: tuple[int, int], slack: int):
+        self._counters, self._cadence, self._slack = counters, cadence, slack
         self._cond = threading.Condition()
         self._closed = False
         self._busy = False
 
-    def _owed(self) -> int:
-        return updates_due(self.env_steps, *self._cadence) - self.updates
+    def owed(self) -> int:
+        return _owed(self._counters, self._cadence)
 
-    def advance(self, env_steps: int, can_learn: bool) -> None:
-        """Actors: publish the env step count, then wait while the learner is more than `slack` behind
-        (unless it cannot learn yet: too few transitions to sample a batch)."""
+    def advance(self, can_learn: bool) -> None:
+        """Actors: the env step counter moved; wait while the learner is more than `slack` behind."""
         with self._cond:
-            self.env_steps = env_steps
             self._cond.notify_all()
-            self._cond.wait_for(lambda: self._closed or not can_learn or self._owed() <= self._slack)
+            self._cond.wait_for(lambda: self._closed or not can_learn or self.owed() <= self._slack)
 
     def take(self, most: int) -> int:
         """Learner: wait for owed updates; returns how many to run now (0: closed)."""
         with self._cond:
-            self._cond.wait_for(lambda: self._closed or self._owed() > 0)
+            self._cond.wait_for(lambda: self._closed or self.owed() > 0)
             if self._closed:
                 return 0
             self._busy = True
-            return min(self._owed(), most)
+            return min(self.owed(), most)
 
-    def done(self, count: int) -> None:
+    def done(self) -> None:
+        """Learner: the updates taken have run (the counter moved in their graph)."""
         with self._cond:
-            self.updates += count
             self._busy = False
             self._cond.notify_all()
 
     def settle(self, can_learn: bool) -> None:
-        """Actors: wait until every owed update is done and the learner is idle (before a checkpoint
-        or the end of the run), so saved counters and weights agree."""
+        """Actors: wait until nothing is owed and the learner is idle, so saved counters and weights agree."""
         with self._cond:
             self._cond.notify_all()
-            self._cond.wait_for(lambda: self._closed or ((not can_learn or self._owed() <= 0) and not self._busy))
+            self._cond.wait_for(lambda: self._closed or ((not can_learn or self.owed() <= 0) and not self._busy))
 
     def close(self) -> None:
         with self._cond:
@@ -70,48 +143,68 @@ class RatioGate:
             self._cond.notify_all()
 
 
-class AsyncLearner:
-    """Runs `update_many` on fused batches from `replay` in a daemon thread, behind a `RatioGate`."""
+class BackgroundDriver:
+    """Runs the updates in a learner thread while the loop's thread acts and steps the envs.
 
-    def __init__(self, learner, replay, replay_lock: threading.Lock, gate: RatioGate, batch_size: int,
-                 most_per_call: int):
-        self._learner, self._replay, self._lock, self.gate = learner, replay, replay_lock, gate
-        self._batch_size, self._most = batch_size, most_per_call
-        self.timer = PhaseTimer()
-        self.metrics = {}
-        self.error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="tfdqn-learner", daemon=True)
+    TensorFlow releases the GIL while a graph runs, so updates overlap env steps. Only sampling and
+    adding share the replay lock. A learner failure is raised in the loop's thread at its next call."""
 
-    def start(self) -> "AsyncLearner":
+    def __init__(self, source, counters: Counters, cadence: tuple[int, int], slack: int,
+                 replay_lock: threading.Lock, timer: PhaseTimer):
+        self._source, self._lock, self._timer = source, replay_lock, timer
+        self.gate = RatioGate(counters, cadence, slack)
+        self.metrics: dict = {}
+        self.timers = (PhaseTimer(),)  # the learner thread's own phases
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._learn, name="tfdqn-learner", daemon=True)
         self._thread.start()
-        return self
 
-    def _run(self) -> None:
+    def _learn(self) -> None:
+        timer = self.timers[0]
         try:
-            while k := self.gate.take(self._most):
+            while k := self.gate.take(MAX_FUSED_UPDATES):
                 t = time.perf_counter()
                 with self._lock:
-                    ready = self._replay.can_sample(self._batch_size)
-                    batches = self._replay.sample_stacked(k, self._batch_size) if ready else None
-                if batches is None:  # too few transitions yet: the actors do not wait for it either
-                    self.gate.done(0)
+                    prepared = self._source.prepare(k) if self._source.ready() else None
+                if prepared is None:  # too few transitions yet: the actors do not wait for it either
+                    self.gate.done()
                     time.sleep(0.001)
                     continue
-                t = self.timer.add("replay_sample", t)
-                metrics = self._learner.update_many(*batches)
+                t = timer.add("replay_sample", t)
+                metrics = self._source.run(prepared)
                 metrics["td_loss"].numpy()
-                self.timer.add("update", t)
+                timer.add("update", t)
                 self.metrics = metrics
-                self.gate.done(k)
-        except BaseException as error:  # handed to the main thread, which raises it
-            self.error = error
+                self.gate.done()
+        except BaseException as error:  # handed to the loop's thread, which raises it
+            self._error = error
             self.gate.close()
 
-    def check(self) -> None:
-        """Re-raise a learner-thread failure in the caller's thread."""
-        if self.error is not None:
-            raise self.error
+    def _check(self) -> None:
+        if self._error is not None:
+            raise self._error
 
-    def stop(self) -> None:
+    def after_collect(self) -> None:
+        t = time.perf_counter()
+        self.gate.advance(self._source.ready())
+        self._check()
+        self._timer.add("wait", t)
+
+    def settle(self) -> None:
+        self.gate.settle(self._source.ready())
+        self._check()
+
+    def close(self) -> None:
         self.gate.close()
         self._thread.join()
+
+
+def make_driver(config, agent, replay, replay_lock: threading.Lock, timer: PhaseTimer, num_envs: int):
+    """The driver the config asks for: `replay.device` picks the batch source, `run.async_learner` the thread."""
+    source_type = DeviceReplayUpdates if config.replay.device == "accelerator" else HostReplayUpdates
+    source = source_type(agent.learner, replay, config.replay.batch_size)
+    cadence = (config.run.learning_starts, config.run.training_interval)
+    if not config.run.async_learner:
+        return InlineDriver(source, agent.counters, cadence, timer)
+    slack = max(1, -(-num_envs // config.run.training_interval))  # one vector step's updates may be pending
+    return BackgroundDriver(source, agent.counters, cadence, slack, replay_lock, timer)

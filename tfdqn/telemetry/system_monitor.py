@@ -46,6 +46,7 @@ class SystemMonitor:
         self.gpu = ", ".join(n.decode() if isinstance(n, bytes) else str(n) for n in names) or NO_GPU
         self._lock = threading.Lock()
         self._samples: list[dict] = []
+        self._totals: dict[str, list] = {}  # key -> [sum, count, max] over the whole run
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tfdqn-system-monitor", daemon=True)
         self._last_cpu = self._cpu_seconds()
@@ -77,6 +78,9 @@ class SystemMonitor:
             reading = self.sample()
             with self._lock:
                 self._samples.append(reading)
+                for key, value in reading.items():
+                    total = self._totals.setdefault(key, [0.0, 0, value])
+                    total[0], total[1], total[2] = total[0] + value, total[1] + 1, max(total[2], value)
 
     def start(self) -> "SystemMonitor":
         self._last_cpu, self._last_time = self._cpu_seconds(), time.perf_counter()
@@ -89,6 +93,16 @@ class SystemMonitor:
             samples, self._samples = self._samples, []
         keys = samples[0].keys() if samples else ()
         return {key: sum(s[key] for s in samples) / len(samples) for key in keys}
+
+    def run_figures(self) -> dict:
+        """Since start: mean CPU (and GPU) utilisation and the highest RSS, for a run's summary.json."""
+        with self._lock:
+            totals = {key: list(value) for key, value in self._totals.items()}
+        figures = {"cpu_util": totals["system/cpu_util"][0] / totals["system/cpu_util"][1] if totals else None,
+                   "rss_bytes_max": totals["system/rss_bytes"][2] if totals else None}
+        if "system/gpu_util" in totals:
+            figures["gpu_util"] = totals["system/gpu_util"][0] / totals["system/gpu_util"][1]
+        return figures
 
     def stop(self) -> None:
         self._stop.set()

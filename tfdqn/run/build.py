@@ -1,0 +1,158 @@
+"""`build_run`: every part of a training run, made once, in one typed object that closes them together."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import pathlib
+import threading
+import time
+
+import psutil
+
+from tfdqn import config as config_lib
+from tfdqn.agent.agent import Agent, make_agent
+from tfdqn.config import DQNConfig
+from tfdqn.envs.make import EnvSpec
+from tfdqn.envs.vector import make_vector_env
+from tfdqn.errors import UserError
+from tfdqn.replay.device import DeviceReplay
+from tfdqn.replay.ring import ReplayRing
+from tfdqn.run.checkpoint import Checkpointer
+from tfdqn.run.collectors import VectorEnvCollector
+from tfdqn.run.drivers import make_driver
+from tfdqn.run.episodes import EpisodeLog
+from tfdqn.run.evaluation import Evaluator, evaluation_seed
+from tfdqn.run.hooks import CheckpointHook, EvaluationHook, ProfilerHook, SummaryHook
+from tfdqn.run.run_dir import make_run_dir
+from tfdqn.run.signals import StopRequest
+from tfdqn.telemetry.phase_timer import PhaseTimer
+from tfdqn.telemetry.system_monitor import SystemMonitor
+from tfdqn.telemetry.tensorboard import Logger
+
+RESUME_SEED = 3  # seed stream of the new games a resumed run starts where its envs could not be saved
+
+
+@dataclasses.dataclass
+class Run:
+    """The parts of one training run. The loop reads them; `close()` (or leaving a `with` block) closes
+    envs, threads, writers and the system monitor, also after an error."""
+
+    config: DQNConfig
+    run_dir: pathlib.Path
+    spec: EnvSpec
+    agent: Agent
+    replay: ReplayRing
+    replay_lock: threading.Lock  # the replay is shared with a background learner, if there is one
+    collector: VectorEnvCollector
+    driver: object  # drivers.InlineDriver or drivers.BackgroundDriver
+    timer: PhaseTimer  # the loop thread's phases
+    monitor: SystemMonitor
+    writer: Logger
+    episodes: EpisodeLog
+    evaluator: Evaluator
+    checkpoint: CheckpointHook
+    stop: StopRequest
+    resumed_from: int | None
+    closing: contextlib.ExitStack
+    hooks: list = dataclasses.field(default_factory=list)
+    start_counts: tuple[int, int] = (0, 0)  # (env steps, updates) when the loop starts
+    started: float = dataclasses.field(default_factory=time.perf_counter)
+
+    def close(self) -> None:
+        self.closing.close()
+
+    def __enter__(self) -> "Run":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def check_memory(config: DQNConfig, spec: EnvSpec) -> None:
+    """Refuse a replay that cannot fit before it is allocated, naming both sizes."""
+    needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
+                                     num_streams=config.run.num_envs)
+    available = psutil.virtual_memory().available
+    if needed > 0.9 * available:
+        fits = int(config.replay.capacity * 0.9 * available / needed)
+        raise UserError(f"replay.capacity = {config.replay.capacity:,} needs {needed / 2**30:.2f} GiB but only "
+                        f"{available / 2**30:.2f} GiB of memory is available; allowed: replay.capacity <= {fits:,}")
+
+
+def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int) -> ReplayRing:
+    ring = DeviceReplay if config.replay.device == "accelerator" else ReplayRing
+    replay = ring(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
+                  num_streams=num_envs, seed=config.run.seed)
+    print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
+          f"({replay.nbytes:,} bytes, {replay.nbytes / config.replay.capacity:.0f} per transition)", flush=True)
+    return replay
+
+
+def _restore(checkpointer: Checkpointer, collector: VectorEnvCollector, replay, agent: Agent, seed: int) -> int:
+    """Load the newest complete checkpoint into the parts; returns its env step."""
+    env_steps, state = checkpointer.restore_latest()
+    collector.restore(state, replay, seed=evaluation_seed(seed, RESUME_SEED, env_steps))
+    print(f"resumed from env step {env_steps} ({agent.counters.read()[1]} updates)", flush=True)
+    return env_steps
+
+
+def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None) -> list:
+    config = run.config.run
+    hooks = [SummaryHook(config.log_every, run, quiet),
+             EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer),
+             run.checkpoint]
+    if profile_steps:
+        hooks.append(ProfilerHook(profile_steps, run.run_dir / "profile"))
+    for hook in hooks:
+        run.closing.callback(hook.close)
+    return hooks
+
+
+def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, quiet: bool = True,
+              profile_steps: tuple[int, int] | None = None) -> Run:
+    """Make every part once, envs first (their spec shapes the rest); restore them when `resume`.
+
+    Nothing is written before the replay is known to fit. On any error what was made is closed."""
+    run_dir = pathlib.Path(run_dir)
+    closing = contextlib.ExitStack()
+    try:
+        vector, spec = make_vector_env(config.env, config.run.num_envs, seed=config.run.seed)
+        with contextlib.ExitStack() as until_owned:  # closes the envs if anything fails before the collector owns them
+            until_owned.callback(vector.close)
+            check_memory(config, spec)
+            make_run_dir(run_dir)
+            config_lib.save(config, run_dir / "config.yaml")
+            replay = _make_replay(config, spec, vector.num_envs)
+            agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
+            timer = PhaseTimer()
+            collector = VectorEnvCollector(vector, spec, agent.actor, timer, seed=config.run.seed)
+            until_owned.pop_all()
+        closing.callback(collector.close)
+        checkpointer = Checkpointer(run_dir / "checkpoints", agent, replay)
+        resumed_from = _restore(checkpointer, collector, replay, agent, config.run.seed) if resume else None
+        replay_lock = threading.Lock()
+        driver = make_driver(config, agent, replay, replay_lock, timer, vector.num_envs)
+        closing.callback(driver.close)
+        writer = closing.enter_context(contextlib.closing(Logger(run_dir)))
+        if not resume:
+            writer.hyperparameters(config_lib.to_dict(config))
+        monitor = SystemMonitor(period=0.5).start()
+        closing.callback(monitor.stop)
+        episodes = closing.enter_context(contextlib.closing(EpisodeLog(run_dir / "episodes.csv", resumed_from)))
+        stop = StopRequest()
+        evaluator = Evaluator(config.env, spec, agent.actor, config.run.seed, config.exploration.eval_epsilon,
+                              should_stop=lambda: stop.requested)
+        closing.callback(evaluator.close)
+        checkpoint = CheckpointHook(config.run.checkpoint_every, checkpointer, collector, driver, agent.learner,
+                                    last=resumed_from)
+        run = Run(config, run_dir, spec, agent, replay, replay_lock, collector, driver, timer, monitor, writer,
+                  episodes, evaluator, checkpoint, stop, resumed_from, closing)
+        run.hooks = _make_hooks(run, quiet, profile_steps)
+        run.start_counts = agent.counters.read()
+        timer.restart()
+        run.started = time.perf_counter()
+        return run
+    except BaseException:
+        closing.close()
+        raise

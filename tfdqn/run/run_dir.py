@@ -1,0 +1,54 @@
+"""The run folder and the checks made before anything is written into it (no TensorFlow needed)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pathlib
+
+from tfdqn import config as config_lib
+from tfdqn.errors import UserError
+from tfdqn.run.markers import complete_steps
+
+
+def choose_run_dir(logdir: str, run_name: str | None, config: config_lib.DQNConfig) -> pathlib.Path:
+    """A new run folder's path (not created yet): an existing non-empty one is refused so no checkpoint
+    is overwritten, and the nearest existing parent must be a writable folder."""
+    if run_name is None:
+        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+        run_name = f"{config.env.id.replace('/', '_')}-s{config.run.seed}-{stamp}"
+    if not run_name or "/" in run_name or run_name in (".", ".."):
+        raise UserError(f"--run-name {run_name!r} is not a folder name; allowed: a name without '/'")
+    run_dir = pathlib.Path(logdir) / run_name
+    if run_dir.is_dir() and any(run_dir.iterdir()):
+        raise UserError(f"run folder {run_dir} already exists and is not empty; allowed: a new --run-name")
+    existing = run_dir.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    if not (existing.is_dir() and os.access(existing, os.W_OK | os.X_OK)):
+        raise UserError(f"--logdir {logdir!r} is not writable ({existing} is not a writable folder); "
+                        f"allowed: a writable folder")
+    return run_dir
+
+
+def make_run_dir(run_dir: pathlib.Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise UserError(f"run folder {run_dir} cannot be made ({error.strerror}); allowed: a writable folder") from None
+
+
+def load_run_config(run_dir: pathlib.Path, total_steps: int | None = None) -> config_lib.DQNConfig:
+    """A run folder's saved config, optionally extended to `total_steps`; refused without a checkpoint."""
+    if not (run_dir / "config.yaml").is_file():
+        raise UserError(f"--resume {str(run_dir)!r} is not a run folder (no config.yaml); allowed: a folder "
+                        f"written by tfdqn.train")
+    saved = complete_steps(run_dir / "checkpoints")
+    if not saved:
+        raise UserError(f"--resume {str(run_dir)!r} holds no complete checkpoint; allowed: a run folder that "
+                        f"saved at least one checkpoint")
+    if total_steps is not None and total_steps < saved[0]:
+        raise UserError(f"--total-steps {total_steps} is before the newest checkpoint (env step {saved[0]}); "
+                        f"allowed with --resume: --total-steps >= {saved[0]}")
+    overrides = {"run.total_steps": total_steps} if total_steps is not None else {}
+    return config_lib.build_config([run_dir / "config.yaml"], overrides)
