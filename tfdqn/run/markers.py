@@ -4,7 +4,7 @@ run folder before starting TensorFlow; checkpoint.py writes and reads the same n
 import pathlib
 import re
 
-_MARKER = re.compile(r"ckpt-(\d+)\.complete$")
+_MARKER = re.compile(r"ckpt-(\d+)\.complete")
 
 
 def marker_path(directory: pathlib.Path, env_steps: int) -> pathlib.Path:
@@ -16,5 +16,5 @@ def complete_steps(directory: pathlib.Path) -> list[int]:
     directory = pathlib.Path(directory)
     if not directory.is_dir():
         return []
-    found = (_MARKER.match(p.name) for p in directory.iterdir())
+    found = (_MARKER.fullmatch(p.name) for p in directory.iterdir())
     return sorted((int(m.group(1)) for m in found if m), reverse=True)

@@ -14,7 +14,8 @@ class StopRequest:
     def _handle(self, signum, frame):
         if self.signal_number is not None and signum == signal.SIGINT:
             os._exit(128 + signum)  # second Ctrl-C: the user wants out now
-        self.signal_number = signum
+        if self.signal_number is None:  # a later SIGTERM does not rename the stop (nor its exit code)
+            self.signal_number = signum
 
     def __enter__(self) -> "StopRequest":
         for signum in (signal.SIGINT, signal.SIGTERM):

@@ -17,8 +17,10 @@ def _shares(seconds: dict, wall: float) -> dict:
 class PhaseTimer:
     """Seconds per phase, both since the last `window_shares` call and since construction.
 
-    Time in no phase counts as `other`, so the shares of a window always sum to one. Thread-safe: the
-    async learner's timer is read by the main thread."""
+    Time in no phase counts as `other`, so the shares of a window always sum to one. A phase still
+    running when a window closes is charged to the next window only for its part after the close (the
+    part before was `other` in the closed one). Thread-safe: the async learner's timer is read by the
+    main thread. Time that two threads adding to one timer overlap is charged twice."""
 
     def __init__(self):
         self._lock = threading.Lock()
@@ -27,11 +29,18 @@ class PhaseTimer:
         self._window = dict.fromkeys(PHASES, 0.0)
         self._window_start = self._started
 
+    def restart(self) -> None:
+        """Start from zero now: a run's first window begins when its loop does, not while it was built."""
+        with self._lock:
+            self._started = self._window_start = time.perf_counter()
+            self._totals = dict.fromkeys(PHASES, 0.0)
+            self._window = dict.fromkeys(PHASES, 0.0)
+
     def add(self, phase: str, started: float) -> float:
         """Charge the time since `started` to `phase`; returns now, to chain into the next phase."""
-        now = time.perf_counter()
-        with self._lock:
-            self._window[phase] += now - started
+        with self._lock:  # `now` read under the lock: a window never closes between it and the charge
+            now = time.perf_counter()
+            self._window[phase] += now - max(started, self._window_start)
             self._totals[phase] += now - started
         return now
 
@@ -46,4 +55,5 @@ class PhaseTimer:
 
     def run_shares(self) -> dict:
         """Shares of the whole run so far."""
-        return _shares(self._totals, time.perf_counter() - self._started)
+        with self._lock:
+            return _shares(self._totals, time.perf_counter() - self._started)

@@ -28,9 +28,6 @@ class Logger:
                 if value is not None:
                     tf.summary.scalar(tag, float(value), step=step)
 
-    def flush(self) -> None:
-        self._writer.flush()
-
     def close(self) -> None:
         self._writer.close()
 

@@ -1,0 +1,103 @@
+"""`python -m tfdqn.evaluate` as a real command line: one-line errors (exit 2) and the JSON report."""
+
+import importlib.util
+import json
+import shutil
+
+import numpy as np
+import pytest
+import yaml
+
+from tfdqn.run.markers import complete_steps
+
+REPORT_KEYS = {"run_dir", "checkpoint_env_steps", "episodes", "epsilon", "return_mean", "return_std", "returns"}
+
+
+@pytest.fixture
+def run_folder(tmp_path):
+    """A folder that passes the RUN_DIR check; the argument checks come before the config is read."""
+    (tmp_path / "config.yaml").write_text("{}\n")
+    return tmp_path
+
+
+def _one_line_error(result, *fragments: str) -> None:
+    assert result.returncode == 2 and result.stdout == "", result.stderr
+    assert result.stderr.startswith("python -m tfdqn.evaluate: error: ") and result.stderr.count("\n") == 1
+    for fragment in fragments:
+        assert fragment in result.stderr
+
+
+def test_a_folder_without_config_yaml_is_refused(tmp_path, run_cmd):
+    result = run_cmd("tfdqn.evaluate", str(tmp_path))
+    _one_line_error(result, f"RUN_DIR '{tmp_path}' holds no config.yaml", "allowed: a run folder")
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--episodes", "0"], ["--episodes 0 is out of range", "allowed: an integer >= 1"]),
+    (["--epsilon", "2"], ["--epsilon 2.0 is out of range", "allowed: a probability in [0, 1]"]),
+    (["--epsilon", "-0.1"], ["--epsilon -0.1 is out of range"]),
+    (["--video", "x.avi"], ["--video 'x.avi' is not an .mp4 path", "allowed: FILE.mp4"]),
+    (["--episodes", "many"], ["argument --episodes: invalid int value: 'many'"]),
+])
+def test_bad_arguments_are_refused_in_one_line(run_folder, run_cmd, args, fragments):
+    _one_line_error(run_cmd("tfdqn.evaluate", str(run_folder), *args), *fragments)
+    assert not (run_folder / "x.avi").exists()
+
+
+def _evaluate(run_cmd, run_dir, *args):
+    result = run_cmd("tfdqn.evaluate", str(run_dir), *args)
+    assert result.returncode == 0, result.stderr
+    return result, json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_the_report_describes_the_evaluation_and_repeats_with_its_seed(cartpole_run, run_cmd):
+    run_dir, _ = cartpole_run
+    result, report = _evaluate(run_cmd, run_dir, "--episodes", "3", "--seed", "7")
+    assert result.stderr == ""  # TensorFlow's start-up lines stay off stderr
+    eval_epsilon = yaml.safe_load((run_dir / "config.yaml").read_text())["exploration"]["eval_epsilon"]
+    assert set(report) == REPORT_KEYS
+    assert report["run_dir"] == str(run_dir) and report["epsilon"] == eval_epsilon
+    assert report["checkpoint_env_steps"] == complete_steps(run_dir / "checkpoints")[0] == 1500
+    returns = report["returns"]
+    assert report["episodes"] == len(returns) == 3
+    assert all(1 <= r <= 500 and r == int(r) for r in returns)  # CartPole: +1 a step, 500 steps at most
+    assert report["return_mean"] == pytest.approx(np.mean(returns))
+    assert report["return_std"] == pytest.approx(np.std(returns))
+    assert f"protocol: CartPole-v1, epsilon {eval_epsilon:g}" in result.stdout
+    assert _evaluate(run_cmd, run_dir, "--episodes", "3", "--seed", "7")[1] == report
+
+
+@pytest.mark.slow
+def test_a_broken_newest_checkpoint_falls_back_and_the_folder_is_left_as_it_is(cartpole_run, tmp_path, run_cmd):
+    run_dir = shutil.copytree(cartpole_run[0], tmp_path / "run")
+    for data in (run_dir / "checkpoints").glob("ckpt-1500.data-*"):
+        data.write_bytes(b"not a checkpoint")
+    before = sorted(p.name for p in (run_dir / "checkpoints").iterdir())
+    result, report = _evaluate(run_cmd, run_dir, "--episodes", "1", "--epsilon", "0")
+    assert report["checkpoint_env_steps"] == 1000 and report["epsilon"] == 0.0
+    assert result.stderr.count("\n") == 1
+    assert result.stderr.startswith("warning: checkpoint at env step 1500") and "falling back" in result.stderr
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == before  # no marker renamed
+
+
+@pytest.mark.slow
+def test_a_run_without_a_complete_checkpoint_is_a_one_line_error(cartpole_run, tmp_path, run_cmd):
+    run_dir = shutil.copytree(cartpole_run[0], tmp_path / "run")
+    for marker in (run_dir / "checkpoints").glob("*.complete"):
+        marker.unlink()
+    result = run_cmd("tfdqn.evaluate", str(run_dir), "--episodes", "1")
+    _one_line_error(result, "no complete checkpoint in", "allowed: a run folder written by tfdqn.train")
+
+
+@pytest.mark.slow
+def test_a_video_of_an_env_that_cannot_render_here_is_a_one_line_error(cartpole_run, tmp_path, run_cmd):
+    video = tmp_path / "cartpole.mp4"
+    result = run_cmd("tfdqn.evaluate", str(cartpole_run[0]), "--episodes", "1", "--video", str(video))
+    if importlib.util.find_spec("pygame") is None:  # CartPole renders with pygame
+        _one_line_error(result, "env CartPole-v1 cannot render here", "allowed: no video")
+        assert list(tmp_path.iterdir()) == []
+    else:
+        assert result.returncode == 0, result.stderr
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["video"] == str(video) and report["video_frames"] > 0 and video.is_file()
