@@ -70,3 +70,28 @@ def test_malformed_files(tmp_path, text, needle):
 def test_missing_file(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         C.build_config([tmp_path / "nope.yaml"], {})
+
+
+def test_every_replay_size_that_validates_builds_its_ring():
+    """Validation and the ring agree: capacity 41, batch 1, 8 envs, stack 4 used to pass validation and
+    then fail in ReplayRing with a raw ValueError."""
+    import numpy as np
+
+    from tfdqn.replay.ring import ReplayRing
+
+    checked = 0
+    for num_envs in (1, 2, 8):
+        for frame_stack in (1, 4):
+            for capacity in range(1, 90):
+                overrides = {"replay.capacity": capacity, "replay.batch_size": 1, "run.num_envs": num_envs,
+                             "env.frame_stack": frame_stack}
+                try:
+                    C.build_config([], overrides)
+                except UserError as error:
+                    assert "\n" not in str(error)
+                    continue
+                ReplayRing(capacity, (2,), np.float32, frame_stack, num_streams=num_envs)
+                checked += 1
+    assert checked > 100
+    with pytest.raises(UserError, match="replay.capacity = 41 gives each of run.num_envs = 8 envs 5 slots"):
+        C.build_config([], {"replay.capacity": 41, "replay.batch_size": 1, "run.num_envs": 8, "env.frame_stack": 4})

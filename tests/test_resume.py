@@ -18,19 +18,26 @@ def _start(*args):
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
-def _wait_for(path, process, timeout=120):
+def _wait_for(path, process, timeout=120, pattern=None):
+    """Wait until `path` exists (or, with `pattern`, holds a file matching it) while `process` runs."""
     deadline = time.time() + timeout
-    while not path.exists():
+    while not (any(path.glob(pattern)) if pattern and path.is_dir() else path.exists() and not pattern):
         assert process.poll() is None, process.communicate()
         assert time.time() < deadline, f"{path} never appeared"
         time.sleep(0.05)
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole_run, tmp_path):
-    process = _start(*TINY, "--seed", "3", "--logdir", str(tmp_path), "--run-name", "killed")
+@pytest.mark.parametrize("settings", [[], ["--set", "replay.device=accelerator"], ["--num-envs", "3"]],
+                         ids=["host-replay", "device-replay", "3-envs"])
+def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole_run, tmp_path, settings):
+    args = [*TINY, "--seed", "3", *settings, "--logdir", str(tmp_path)]
+    if settings:  # the session's cartpole_run is the uninterrupted host-replay, one-env run
+        assert run_module("tfdqn.train", *args, "--run-name", "whole").returncode == 0
+    uninterrupted = tmp_path / "whole" if settings else cartpole_run[0]
+    process = _start(*args, "--run-name", "killed")
     run_dir = tmp_path / "killed"
-    _wait_for(run_dir / "checkpoints" / "ckpt-1000.complete", process)
+    _wait_for(run_dir / "checkpoints", process, pattern="ckpt-10*.complete")  # 1000, or 1002 with 3 envs
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert process.returncode == -signal.SIGKILL
@@ -38,7 +45,6 @@ def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole
     assert result.returncode == 0, result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] == 1500 and summary["resumed_from_env_steps"] >= 1000
-    uninterrupted = cartpole_run[0]
     assert (run_dir / "episodes.csv").read_text() == (uninterrupted / "episodes.csv").read_text()
     assert summary["final_eval_returns"] == json.loads((uninterrupted / "summary.json").read_text())["final_eval_returns"]
 

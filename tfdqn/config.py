@@ -290,6 +290,13 @@ def validate(c: DQNConfig) -> None:
            "auto, mlp, nature_cnn")
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")
+    # Each env writes its own ring of capacity // num_envs slots, which must hold a whole stack, its
+    # next frame and the newest (not yet sampleable) slot.
+    per_env = c.env.frame_stack + 2
+    if c.replay.capacity // c.run.num_envs < per_env:
+        raise UserError(f"config key replay.capacity = {c.replay.capacity} gives each of run.num_envs = "
+                        f"{c.run.num_envs} envs {c.replay.capacity // c.run.num_envs} slots; allowed: capacity >= "
+                        f"num_envs * (frame_stack + 2) = {c.run.num_envs * per_env}")
     # The ring also holds each episode's final frame and refuses its newest slot and the oldest
     # stack's history, so a batch needs some slack beyond batch_size.
     least = c.replay.batch_size + c.run.num_envs * (c.env.frame_stack + 1)

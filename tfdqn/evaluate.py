@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import pathlib
 import sys
@@ -50,10 +51,9 @@ def _main(args: argparse.Namespace) -> int:
     env_steps, _ = Checkpointer(run_dir / "checkpoints", agent).restore_latest(with_loop_state=False,
                                                                                mark_broken=False)
     recorder = VideoRecorder(pathlib.Path(args.video)) if args.video else None
-    returns = run_episodes(env, spec, agent.actor, args.episodes, epsilon, seed=args.seed,
-                           on_step=recorder.capture if recorder else None)
-    if recorder:
-        recorder.close()
+    with contextlib.closing(env), recorder or contextlib.nullcontext():  # an error leaves no partial video
+        returns = run_episodes(env, spec, agent.actor, args.episodes, epsilon, seed=args.seed,
+                               on_step=recorder.capture if recorder else None)
     import numpy as np
 
     print(describe_protocol(config.env, spec, epsilon))

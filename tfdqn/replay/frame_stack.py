@@ -28,11 +28,6 @@ class FrameStack:
         self.dtype = np.dtype(dtype)
         self._stacks = self._publish(np.zeros((self.num_streams, self.stack_size, *self.frame_shape), self.dtype))
 
-    @classmethod
-    def from_spec(cls, num_streams: int, spec) -> "FrameStack":
-        """A stack shaped by an `envs.EnvSpec` (its stack_size, frame_shape and frame_dtype)."""
-        return cls(num_streams, spec.stack_size, spec.frame_shape, spec.frame_dtype)
-
     @property
     def observation_shape(self) -> tuple:
         """Shape of one stream's observation: (stack_size, *frame_shape), or frame_shape if stack_size is 1."""
