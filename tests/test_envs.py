@@ -165,24 +165,50 @@ def test_training_life_loss_is_terminal_but_the_game_goes_on():
     env.close()
 
 
-def test_evaluation_episode_is_the_whole_game_and_never_stalls():
-    """A greedy agent that only ever chooses NOOP: FIRE after each lost life keeps the game going."""
+def test_evaluation_plays_one_action_per_step_and_never_stalls():
+    """Evaluation handles a lost life as training does: the step ends the episode (not the game), and the
+    reset continues the game with NOOP then FIRE, the wrappers' own steps. No agent step holds two
+    actions (each advances at most frame_skip emulator frames), and a greedy agent that only ever
+    chooses NOOP cannot stall the game."""
     env, _ = make_env(BREAKOUT, seed=1, evaluation=True)
     frame, info = env.reset()
-    life_losses, steps = 0, 0
+    frames_before, life_losses, steps = info["episode_frame_number"], 0, 0
     while True:
         frame, reward, terminated, truncated, info = env.step(NOOP)
         steps += 1
         assert not truncated and steps < 1000
+        assert 0 < info["episode_frame_number"] - frames_before <= BREAKOUT.frame_skip  # one action
         assert ("episode" in info) == info["game_over"]
-        if info["life_lost"]:
-            life_losses += 1
-        if terminated:
+        life_losses += info["life_lost"]
+        assert terminated == info["life_lost"]
+        if info["game_over"]:
             break
-        assert not info["game_over"]
-    assert life_losses == 5 and info["lives"] == 0 and info["game_over"]
-    assert info["episode"]["l"] == steps + 5  # one FIRE at reset and after each of 4 lost lives
+        if terminated:
+            frame, info = env.reset()  # continues the game
+            assert info["lives"] == 5 - life_losses and not info["game_over"]
+        frames_before = info["episode_frame_number"]
+    assert life_losses == 5 and info["lives"] == 0
+    # FIRE after the real reset and each of the 4 continuing resets, and those resets' NOOPs.
+    assert info["episode"]["l"] == steps + 5 + 4
     env.close()
+
+
+def test_without_life_loss_terminal_fire_comes_only_after_a_reset():
+    """`terminal_on_life_loss=False`: no wrapper presses FIRE inside a step (ALE v5's protocol: the agent
+    presses FIRE after a lost life itself), so a NOOP-only player stalls after its first lost life."""
+    config = dataclasses.replace(BREAKOUT, terminal_on_life_loss=False)
+    for evaluation in (False, True):
+        env, _ = make_env(config, seed=1, evaluation=evaluation)
+        _, info = env.reset()
+        frames_before, life_losses = info["episode_frame_number"], 0
+        for _ in range(300):
+            _, _, terminated, truncated, info = env.step(NOOP)
+            assert not (terminated or truncated)
+            assert info["episode_frame_number"] - frames_before == BREAKOUT.frame_skip
+            frames_before = info["episode_frame_number"]
+            life_losses += info["life_lost"]
+        assert life_losses == 1
+        env.close()
 
 
 def test_fire_on_reset_launches_the_ball():
@@ -254,8 +280,13 @@ def test_same_seed_same_run_different_seed_different_run():
 def test_describe_protocol():
     _, spec = make_env(BREAKOUT, seed=0)
     assert describe_protocol(BREAKOUT, spec, 0.05) == (
-        "protocol: ALE/Breakout-v5, epsilon 0.05, up to 30 no-op starts, sticky actions p=0.25, "
-        "frame skip 4 (max-pooled), 84x84 grayscale, stack 4, fire on reset, episodes capped at 108000 frames")
+        "protocol: ALE/Breakout-v5, epsilon 0.05, no-op start of 1-30 emulator frames, sticky actions p=0.25, "
+        "frame skip 4 (max-pooled), 84x84 grayscale, stack 4, FIRE after each new game, a lost life ends the "
+        "episode (the game goes on: NOOP then FIRE), games capped at 108000 emulator frames")
+    plain = dataclasses.replace(BREAKOUT, noop_max=0, fire_on_reset=False, terminal_on_life_loss=False)
+    assert describe_protocol(plain, spec, 0.0) == (
+        "protocol: ALE/Breakout-v5, epsilon 0, no no-op start, sticky actions p=0.25, frame skip 4 (max-pooled), "
+        "84x84 grayscale, stack 4, games capped at 108000 emulator frames")
     config = EnvConfig(id="CartPole")
     _, spec = make_env(config, seed=0)
     assert describe_protocol(config, spec, 0.0) == (
@@ -282,3 +313,38 @@ def test_render_without_its_package_is_a_one_line_user_error():
         env.reset()
         assert env.render().ndim == 3
         env.close()
+
+
+def test_noop_start_counts_emulator_frames_one_to_noop_max():
+    """The no-op start is 1..noop_max NOOP EMULATOR FRAMES (not agent steps of frame_skip frames), as
+    describe_protocol says: ALE's frame count right after a reset without FIRE takes every value 1..3."""
+    config = dataclasses.replace(BREAKOUT, noop_max=3, fire_on_reset=False, repeat_action_probability=0.0)
+    counts = set()
+    for seed in range(30):
+        env, _ = make_env(config, seed=seed)
+        counts.add(env.reset()[1]["episode_frame_number"])
+        env.close()
+    assert counts == {1, 2, 3}
+
+
+def test_a_game_capped_during_the_continuing_noop_is_reported():
+    """The frame cap falls inside the NOOP that continues the game after a lost life: the reset starts a
+    new game, and its info carries the ended game's statistics (which the vector envs report)."""
+    config = dataclasses.replace(BREAKOUT, noop_max=0, repeat_action_probability=0.0)
+    env, _ = make_env(config, seed=0)
+    env.reset()
+    steps, terminated = 0, False
+    while not terminated:
+        _, _, terminated, _, info = env.step(NOOP)
+        steps += 1
+    env.close()
+    capped = dataclasses.replace(config, max_episode_frames=info["episode_frame_number"] + 2)
+    env, _ = make_env(capped, seed=0)
+    env.reset()
+    for _ in range(steps):
+        _, _, terminated, truncated, info = env.step(NOOP)
+    assert terminated and not truncated and not info["game_over"]
+    _, info = env.reset()
+    assert info["episode"]["l"] == 1 + steps + 1 and info["episode"]["r"] == 0  # FIRE, the steps, the NOOP
+    assert info["lives"] == 5 and not info["game_over"]
+    env.close()

@@ -1,6 +1,8 @@
 """Vector envs: the single env, gymnasium's SyncVectorEnv and ale-py's AtariVectorEnv behind one step()."""
 
+import dataclasses
 import json
+import pickle
 
 import numpy as np
 import pytest
@@ -90,3 +92,61 @@ def test_vector_runs_are_reproducible(tmp_path, run_cmd):
         assert result.returncode == 0, result.stderr
         rows.append((tmp_path / name / "episodes.csv").read_text())
     assert rows[0] == rows[1] and len(rows[0].splitlines()) > 10
+
+
+def _steps_equal(a, b) -> bool:
+    return all(np.array_equal(x, y) for x, y in zip(a[:5], b[:5])) and a.games == b.games
+
+
+def test_gym_vector_env_pickles_mid_episode_and_continues_exactly():
+    """A checkpoint can hold N CartPole envs mid-episode: the restored copy steps exactly as the original."""
+    vector, _ = make_vector_env(_env_config("cartpole.yaml"), 3, seed=2)
+    assert isinstance(vector, GymVectorEnv)
+    vector.reset()
+    rng = np.random.default_rng(0)
+    for _ in range(25):
+        vector.step(rng.integers(0, 2, 3))
+    restored = pickle.loads(pickle.dumps(vector))
+    games = 0
+    for _ in range(200):
+        actions = rng.integers(0, 2, 3)
+        step = vector.step(actions)
+        assert _steps_equal(step, restored.step(actions))
+        games += len(step.games)
+    assert games > 0  # episodes ended and restarted on both sides alike
+
+
+@pytest.mark.parametrize("num_envs", [1, 2])
+def test_a_game_capped_during_the_continuing_noop_reaches_games(num_envs):
+    """Breakout, NOOP only, the frame cap 2 frames after the first lost life: the game ends inside the NOOP
+    that continues it, and the vector env reports it (length: FIRE, the agent's steps, that NOOP)."""
+    config = dataclasses.replace(_env_config("atari.yaml"), noop_max=0, repeat_action_probability=0.0)
+    probe, _ = make_vector_env(config, 1, seed=0)
+    probe.reset()
+    steps = 1
+    while not probe.step(np.zeros(1, np.int64)).terminated[0]:
+        steps += 1
+    probe.close()
+    life_lost_at = config.frame_skip * (1 + steps)  # the FIRE and the agent's steps, whole frame skips
+    capped = dataclasses.replace(config, max_episode_frames=life_lost_at + 2)
+    vector, _ = make_vector_env(capped, num_envs, seed=0)
+    vector.reset()
+    for _ in range(steps - 1):
+        assert not vector.step(np.zeros(num_envs, np.int64)).games
+    step = vector.step(np.zeros(num_envs, np.int64))
+    assert step.terminated.all() and not step.truncated.any()
+    assert step.games == [(i, 0.0, 1 + steps + 1) for i in range(num_envs)]
+    vector.close()
+
+
+def test_atari_vector_noop_start_is_zero_to_noop_max_emulator_frames():
+    """ale-py draws 0..n-1 no-op frames; given n = noop_max + 1 it starts each game 0..noop_max frames in."""
+    config = dataclasses.replace(_env_config("atari.yaml"), noop_max=2, fire_on_reset=False,
+                                 repeat_action_probability=0.0)
+    vector = AtariVector(config, 1, seed=0)
+    counts = set()
+    for seed in range(40):
+        vector.reset(seed=seed)
+        counts.add(int(vector.episode_frame_numbers[0]))
+    vector.close()
+    assert counts == {0, 1, 2}

@@ -1,0 +1,99 @@
+"""Env names: short names, ALE game names and gymnasium ids to one registered gymnasium id.
+
+Importing this module registers ale-py's envs with gymnasium (and quiets ALE's banner), so ALE ids resolve.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import re
+
+import ale_py
+import gymnasium
+
+from tfdqn.errors import UserError
+
+gymnasium.register_envs(ale_py)
+# ALE prints a two-line banner to stderr on its first env unless told to log errors only; the command
+# lines promise one stderr line per error.
+ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+
+_VERSIONED = re.compile(r"-v\d+$")
+
+
+def _normalise(name: str) -> str:
+    """`Space_Invaders`, `space-invaders`, `SpaceInvaders` -> `spaceinvaders`."""
+    return re.sub(r"[\s_\-]", "", name).lower()
+
+
+def is_atari_id(env_id: str) -> bool:
+    entry_point = gymnasium.spec(env_id).entry_point
+    return isinstance(entry_point, str) and entry_point.startswith("ale_py")
+
+
+@functools.lru_cache(maxsize=1)
+def _name_tables() -> tuple[dict, dict, dict, list, list]:
+    """Lookup tables over gymnasium's registry, built once.
+
+    Returns (ids by lower-case id, ALE ids by normalised game name, newest id by normalised bare name,
+    ALE game names for messages, non-Atari short names for messages).
+    """
+    ids_lower, ale_games, newest, versions = {}, {}, {}, {}
+    for env_id, spec in gymnasium.registry.items():
+        ids_lower[env_id.lower()] = env_id
+        bare = f"{spec.namespace}/{spec.name}" if spec.namespace else spec.name
+        version = spec.version if spec.version is not None else -1
+        key = _normalise(bare)
+        if version >= versions.get(key, -2):
+            versions[key], newest[key] = version, env_id
+        if spec.namespace == "ALE":
+            ale_games.setdefault(_normalise(spec.name), {})[version] = (spec.name, env_id)
+    games = {key: by_version[max(by_version)] for key, by_version in ale_games.items()}
+    ale_ids = {key: env_id for key, (_, env_id) in games.items()}
+    game_names = sorted(name for name, _ in games.values())
+    short_names = sorted({spec.name for spec in gymnasium.registry.values()
+                          if spec.namespace is None and not is_atari_id(spec.id)})
+    return ids_lower, ale_ids, newest, game_names, short_names
+
+
+def resolve_env_id(name: str) -> str:
+    """A short name, ALE game name or gymnasium id to a registered gymnasium id.
+
+    `CartPole` -> `CartPole-v1`, `Acrobot` -> `Acrobot-v1` (newest registered version), `Breakout`,
+    `breakout`, `space_invaders` -> `ALE/<Game>-v5`; registered ids (`CartPole-v1`, `ALE/Pong-v5`,
+    `BreakoutNoFrameskip-v4`) are returned as they are. `module:EnvId` imports `module` first, which
+    registers a user's own env (gymnasium's convention). Anything else raises a one-line UserError.
+    """
+    text = str(name).strip()
+    if ":" in text:
+        module, _, text = text.partition(":")
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise UserError(f"env {name!r}: module {module!r} cannot be imported ({error}); allowed: "
+                            f"module:EnvId with an importable module that registers EnvId") from None
+    ids_lower, ale_ids, newest, game_names, short_names = _name_tables()
+    if text in gymnasium.registry:
+        return text
+    if text.lower() in ids_lower:
+        return ids_lower[text.lower()]
+    if _VERSIONED.search(text):
+        if f"ale/{text.lower()}" in ids_lower:  # `Breakout-v5` -> `ALE/Breakout-v5`
+            return ids_lower[f"ale/{text.lower()}"]
+    elif text:
+        key = _normalise(text)
+        game_key = key[len("ale/"):] if key.startswith("ale/") else key
+        if game_key in ale_ids:
+            return ale_ids[game_key]
+        if key in newest:
+            return newest[key]
+    # One line: the bad value, the closest allowed name, and what is allowed.
+    candidates = {_normalise(n): n for n in game_names + short_names}
+    candidates.update({_normalise(i): i for i in ids_lower.values()})
+    close = difflib.get_close_matches(_normalise(text), list(candidates), n=1, cutoff=0.75)
+    hint = f"; did you mean {candidates[close[0]]}?" if close else ";"
+    raise UserError(f"unknown env {name!r}{hint} allowed: a gymnasium id (CartPole-v1, Acrobot-v1, "
+                    f"MountainCar-v0, ...) or an ALE game name (Breakout, Pong, SpaceInvaders, ... "
+                    f"{len(game_names)} games)")

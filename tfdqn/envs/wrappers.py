@@ -1,0 +1,63 @@
+"""Wrappers every env gets, Atari or not: the `game_over` info, float32 vector observations, seeding."""
+
+from __future__ import annotations
+
+import gymnasium
+import numpy as np
+
+
+class GameOverInfo(gymnasium.Wrapper):
+    """Puts `game_over` (and for Atari `lives`, `life_lost`) in every step's info.
+
+    Sits right outside RecordEpisodeStatistics, so `game_over` is True exactly when `episode` is present.
+    """
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        self._lives = None
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        self._lives = info.get("lives")
+        info["game_over"] = False
+        if self._lives is not None:
+            info["life_lost"] = False
+        return observation, info
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        info["game_over"] = bool(terminated or truncated)
+        if "lives" in info:
+            lives = int(info["lives"])
+            info["life_lost"] = self._lives is not None and lives < self._lives
+            self._lives = lives
+        return observation, reward, terminated, truncated, info
+
+
+class Float32Observation(gymnasium.ObservationWrapper):
+    """Vector observations as float32; unlike gymnasium's DtypeObservation it pickles, so a
+    checkpoint can hold the env mid-episode and a resumed run continues it exactly."""
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gymnasium.spaces.Box(space.low.astype(np.float32), space.high.astype(np.float32),
+                                                      space.shape, np.float32)
+
+    def observation(self, observation):
+        return np.asarray(observation, dtype=np.float32)
+
+
+class SeedOnFirstReset(gymnasium.Wrapper):
+    """Seeds the env with `reset(seed=seed)` on its first reset only, and its action space at once."""
+
+    def __init__(self, env: gymnasium.Env, seed: int):
+        super().__init__(env)
+        self._seed = seed
+        self.action_space.seed(seed)
+
+    def reset(self, *, seed=None, options=None):
+        if seed is None:
+            seed = self._seed
+        self._seed = None
+        return self.env.reset(seed=seed, options=options)
