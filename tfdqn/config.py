@@ -29,7 +29,9 @@ def _field(default, doc: str):
 class EnvConfig:
     id: str = _field("CartPole", "environment: short name (CartPole, Breakout, any ALE game) or gymnasium id")
     frame_stack: int = _field(1, "frames per observation (Atari: 4, Mnih et al. 2015)")
-    noop_max: int = _field(30, "Atari: up to this many no-op agent steps at reset (Mnih et al. 2015)")
+    noop_max: int = _field(30, "Atari: no-op start, a random number of NOOP emulator frames (not agent steps) "
+                                  "before each new game: 1..noop_max with one env, 0..noop_max with num_envs > 1; "
+                                  "0: none (as OpenAI Baselines; Mnih et al. 2015 used up to 30 agent steps)")
     frame_skip: int = _field(4, "Atari: emulator frames per agent step, max over the last two (Mnih et al. 2015)")
     screen_size: int = _field(84, "Atari: square grayscale frame side in pixels (Mnih et al. 2015)")
     terminal_on_life_loss: bool = _field(True, "Atari: a lost life ends the episode for learning only (Mnih et al. 2015)")
