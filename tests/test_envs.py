@@ -1,6 +1,7 @@
 """Real gymnasium and real ALE (Breakout); each ALE test emulates a few thousand frames at most."""
 
 import dataclasses
+import importlib.util
 
 import numpy as np
 import pytest
@@ -302,9 +303,7 @@ def test_render_gives_the_raw_rgb_screen_for_videos():
 
 
 def test_render_without_its_package_is_a_one_line_user_error():
-    try:
-        import pygame  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("pygame") is None:
         with pytest.raises(UserError) as caught:
             make_env(EnvConfig(id="CartPole"), seed=0, render=True)
         assert "\n" not in str(caught.value) and "cannot render" in str(caught.value)

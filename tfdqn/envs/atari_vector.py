@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 
 import ale_py
@@ -41,7 +40,8 @@ class AtariVector:
     - ALE's own seed is the env's seed itself (gymnasium's ALE env derives one from it).
 
     Env i is seeded `env_seed(seed, i)`, not ale-py's `seed + i` (which an int seed would give).
-    `num_threads`: at most this many emulators step at once (0: as many as there are cores).
+    `num_threads`: at most this many emulators step at once (0: all of them, each in its own C++ thread;
+    the OS shares the cores, which was faster than waves of one per core).
     """
 
     def __init__(self, config: EnvConfig, num_envs: int, seed: int, num_threads: int = 0):
@@ -56,7 +56,7 @@ class AtariVector:
         self._fire = action_set.index(ale_py.Action.FIRE) \
             if config.fire_on_reset and ale_py.Action.FIRE in action_set else None
         self._continue_lives = config.terminal_on_life_loss
-        self._wave = num_threads if num_threads > 0 else (os.cpu_count() or 1)
+        self._wave = num_threads if num_threads > 0 else num_envs
         self.num_envs = num_envs
         self._first_seeds = env_seeds(seed, num_envs)
         self._returns = np.zeros(num_envs)

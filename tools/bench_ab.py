@@ -1,0 +1,64 @@
+"""Did a change make training slower? bench.py's Breakout trainer rows for this checkout and another,
+run alternately in one invocation, so the ratio compares figures taken minutes apart on one machine.
+
+    git worktree add /tmp/base REV
+    python tools/bench_ab.py --base /tmp/base [--rounds 3] [--steps 3000] --out ab.json
+
+Each round runs `trainer_steps_per_sec` (the `--quick` rows `train_steps_per_sec_interval4`, one env,
+and `train_steps_per_sec_interval4_envs`, 8 envs) from the base checkout's own tools/bench.py, then
+from this one's, each training with its own checkout's tfdqn. Prints a table of medians and the
+new / base ratios, and writes every figure to the JSON file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import statistics
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+ROWS = {"train_steps_per_sec_interval4": 1, "train_steps_per_sec_interval4_envs": 8}  # row -> envs
+
+
+def trainer_figure(checkout: pathlib.Path, steps: int, num_envs: int) -> float:
+    """One trainer row, measured by `checkout`'s own bench.py (so with its own tfdqn)."""
+    code = (f"import sys; sys.path.insert(0, {str(checkout / 'tools')!r}); from bench import trainer_steps_per_sec; "
+            f"print(trainer_steps_per_sec({steps}, 500, 50_000, {num_envs}))")
+    result = subprocess.run([sys.executable, "-c", code], cwd=checkout, capture_output=True, text=True, check=True)
+    return float(result.stdout.strip().splitlines()[-1])
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base", type=pathlib.Path, required=True, help="the other checkout (e.g. a git worktree)")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--steps", type=int, default=3_000, help="env steps per trainer run (bench --quick: 3000)")
+    parser.add_argument("--out", type=pathlib.Path, required=True, help="JSON file to write")
+    args = parser.parse_args(argv)
+    if not (args.base / "tools" / "bench.py").is_file():
+        parser.exit(2, f"{parser.prog}: error: --base {str(args.base)!r} holds no tools/bench.py; allowed: a checkout "
+                       f"of this project\n")
+    from tfdqn.atomic import write_json
+
+    figures = {name: {row: [] for row in ROWS} for name in ("base", "new")}
+    for round_ in range(args.rounds):
+        for name, checkout in (("base", args.base), ("new", REPO)):
+            for row, num_envs in ROWS.items():
+                figures[name][row].append(trainer_figure(checkout, args.steps, num_envs))
+                print(f"round {round_ + 1} {name} {row}: {figures[name][row][-1]:.1f} env steps/s", flush=True)
+    lines = ["| row | base (median) | new (median) | new / base | per round |", "|---|---:|---:|---:|---|"]
+    for row in ROWS:
+        base, new = (statistics.median(figures[name][row]) for name in ("base", "new"))
+        rounds = ", ".join(f"{n / b:.3f}" for b, n in zip(figures["base"][row], figures["new"][row]))
+        lines.append(f"| {row} | {base:.1f} | {new:.1f} | {new / base:.3f} | {rounds} |")
+    table = "\n".join(lines)
+    write_json(args.out, {"command": " ".join(["python tools/bench_ab.py", *sys.argv[1:]]),
+                          "base": str(args.base), "steps": args.steps, "figures": figures, "table": table})
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
