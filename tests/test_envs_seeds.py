@@ -55,3 +55,18 @@ def test_atari_vectors_of_neighbouring_seeds_share_no_games():
         frames[seed] = np.stack(run)
     assert not np.array_equal(frames[5][:, 1], frames[6][:, 0])
     assert not np.array_equal(frames[5][:, 0], frames[5][:, 1])
+
+
+def test_derived_seeds_fit_what_the_envs_reset_takes():
+    """A resumed Atari run with N envs resets them with `derive_seed(..., bits=31)`: a 32-bit draw of
+    2**31 or more is refused by ale-py's vector env (its seed is a C int)."""
+    from tfdqn.envs.seeds import derive_seed
+    from tfdqn.run.build import RESUME_SEED
+
+    steps = [s for s in range(0, 200_000, 1000) if derive_seed(0, RESUME_SEED, s) >= 2**31]
+    assert steps  # the draws a 32-bit seed would have broken
+    resume_seed = derive_seed(0, RESUME_SEED, steps[0], bits=31)
+    assert resume_seed == derive_seed(0, RESUME_SEED, steps[0]) >> 1 and resume_seed < 2**31
+    vector = AtariVector(BREAKOUT, 2, seed=0)
+    assert vector.reset(seed=resume_seed).shape == (2, 84, 84)
+    vector.close()

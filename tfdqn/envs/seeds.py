@@ -5,17 +5,23 @@ from __future__ import annotations
 import numpy as np
 
 
+def derive_seed(*parts: int, bits: int = 32) -> int:
+    """A `bits`-bit seed drawn from `numpy.random.SeedSequence(parts)`: distinct parts give unrelated
+    seeds, unlike sums such as `seed + i`. Seeds an env's `reset` takes need 31 bits (ale-py's vector
+    env takes a non-negative C int)."""
+    return int(np.random.SeedSequence([int(part) for part in parts]).generate_state(1, np.uint32)[0] >> (32 - bits))
+
+
 def env_seed(seed: int, index: int) -> int:
     """The seed of env `index` in a run seeded `seed`.
 
-    Env 0 gets `seed` itself, so a one-env run plays exactly what it always played. Env i > 0 gets a
-    31-bit seed drawn from `numpy.random.SeedSequence([seed, i])`: unlike `seed + i`, the envs of runs
-    with neighbouring seeds share no games (with `seed + i`, run s's env 1 replays run s+1's env 0).
-    31 bits because ale-py's vector env takes a non-negative C int (-1 there means "keep the seed").
+    Env 0 gets `seed` itself, so a one-env run plays exactly what it always played. Env i > 0 gets
+    `derive_seed(seed, i, bits=31)`: unlike `seed + i`, the envs of runs with neighbouring seeds share
+    no games (with `seed + i`, run s's env 1 replays run s+1's env 0).
     """
     if index == 0:
         return int(seed)
-    return int(np.random.SeedSequence([int(seed), int(index)]).generate_state(1, np.uint32)[0] >> 1)
+    return derive_seed(seed, index, bits=31)
 
 
 def env_seeds(seed: int, num_envs: int) -> list[int]:

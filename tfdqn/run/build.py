@@ -14,6 +14,7 @@ from tfdqn import config as config_lib
 from tfdqn.agent.agent import Agent, make_agent
 from tfdqn.config import DQNConfig
 from tfdqn.envs.make import EnvSpec
+from tfdqn.envs.seeds import derive_seed
 from tfdqn.envs.vector import make_vector_env
 from tfdqn.errors import UserError
 from tfdqn.replay.device import DeviceReplay
@@ -22,7 +23,7 @@ from tfdqn.run.checkpoint import Checkpointer
 from tfdqn.run.collectors import VectorEnvCollector
 from tfdqn.run.drivers import make_driver
 from tfdqn.run.episodes import EpisodeLog
-from tfdqn.run.evaluation import Evaluator, evaluation_seed
+from tfdqn.run.evaluation import Evaluator
 from tfdqn.run.hooks import CheckpointHook, EvaluationHook, ProfilerHook, SummaryHook
 from tfdqn.run.run_dir import make_run_dir
 from tfdqn.run.signals import StopRequest
@@ -92,7 +93,7 @@ def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int) -> ReplayRing:
 def _restore(checkpointer: Checkpointer, collector: VectorEnvCollector, replay, agent: Agent, seed: int) -> int:
     """Load the newest complete checkpoint into the parts; returns its env step."""
     env_steps, state = checkpointer.restore_latest()
-    collector.restore(state, replay, seed=evaluation_seed(seed, RESUME_SEED, env_steps))
+    collector.restore(state, replay, seed=derive_seed(seed, RESUME_SEED, env_steps, bits=31))
     print(f"resumed from env step {env_steps} ({agent.counters.read()[1]} updates)", flush=True)
     return env_steps
 

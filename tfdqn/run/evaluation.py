@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from tfdqn.agent.actor import Actor
 from tfdqn.envs.make import EnvSpec, make_env
+from tfdqn.envs.seeds import derive_seed
 from tfdqn.replay.frame_stack import FrameStack
 
 PERIODIC, FINAL = 1, 2  # seed streams of the periodic and the final evaluation
@@ -20,7 +21,7 @@ PERIODIC, FINAL = 1, 2  # seed streams of the periodic and the final evaluation
 
 def evaluation_seed(seed: int, purpose: int, env_steps: int) -> int:
     """A 32-bit seed that no training env and no other evaluation of the run shares."""
-    return int(np.random.SeedSequence([seed, purpose, env_steps]).generate_state(1)[0])
+    return derive_seed(seed, purpose, env_steps)
 
 
 def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float, seed: int | None = None,
