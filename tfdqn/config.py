@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.resources
 import pathlib
 import typing
 
@@ -15,7 +16,8 @@ import yaml
 from tfdqn.atomic import atomic_write
 from tfdqn.errors import UserError
 
-CONFIG_DIR = pathlib.Path(__file__).resolve().parent.parent / "configs"
+# The YAML configs ship inside the package, so a non-editable install finds them from any folder.
+CONFIG_DIR = pathlib.Path(str(importlib.resources.files("tfdqn") / "configs"))
 
 
 def _field(default, doc: str):
@@ -198,8 +200,17 @@ def _flatten(path: pathlib.Path, data: dict) -> dict:
     return flat
 
 
+def _extended_file(path: pathlib.Path, name) -> pathlib.Path:
+    if not isinstance(name, str) or not name:
+        raise UserError(f"config file {path}: extends = {name!r}; allowed: a YAML file name such as base.yaml")
+    beside = path.parent / name
+    packaged = CONFIG_DIR / name
+    return beside if beside.exists() or not packaged.exists() else packaged
+
+
 def read_yaml(path: pathlib.Path, _seen: tuple = ()) -> dict:
-    """A config file's dotted keys, after those of the file it `extends` (relative to its folder)."""
+    """A config file's dotted keys, after those of the file it `extends`: a file of that name beside
+    it, or else the packaged one (so a copied config still finds `base.yaml`)."""
     path = pathlib.Path(path)
     if path in _seen:
         raise UserError(f"config file {path} extends itself")
@@ -218,7 +229,7 @@ def read_yaml(path: pathlib.Path, _seen: tuple = ()) -> dict:
         raise UserError(f"config file {path} holds {type(data).__name__}, expected a mapping of sections")
     flat = {}
     if "extends" in data:
-        flat.update(read_yaml(path.parent / data["extends"], _seen + (path,)))
+        flat.update(read_yaml(_extended_file(path, data["extends"]), _seen + (path,)))
     flat.update(_flatten(path, data))
     return flat
 
@@ -309,7 +320,7 @@ def validate(c: DQNConfig) -> None:
 
 
 def default_config_file(env_name: str) -> pathlib.Path:
-    """Atari games get configs/atari.yaml; every other env the classic-control file."""
+    """Atari games get tfdqn/configs/atari.yaml; every other env the classic-control file."""
     from tfdqn.envs.make import is_atari_id, resolve_env_id  # envs import this module's dataclasses
 
     name = "atari.yaml" if is_atari_id(resolve_env_id(env_name)) else "cartpole.yaml"

@@ -30,8 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
     keys = "\n".join(f"  {key:<36} {doc} (default {_default(defaults, key)})" for key, doc in docs.items())
     parser = OneLineErrorParser(
         prog="python -m tfdqn.train", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Train DQN with a compiled actor and learner. Configs: configs/cartpole.yaml for "
-                    "vector-observation envs, configs/atari.yaml for ALE games; flags and --set override them.",
+        description="Train DQN with a compiled actor and learner. Configs: tfdqn/configs/cartpole.yaml for "
+                    "vector-observation envs, tfdqn/configs/atari.yaml for ALE games; flags and --set override them.",
         epilog=f"config keys for --set key=value (defaults before any config file):\n{keys}")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue RUN_DIR from its newest complete checkpoint with its saved config "

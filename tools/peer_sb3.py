@@ -1,5 +1,5 @@
 """The Stable-Baselines3 peer for tools/bench.py: end-to-end Breakout env steps/s of SB3's DQN with
-tfdqn's Atari hyperparameters (configs/atari.yaml), so the ratio compares whole training loops.
+tfdqn's Atari hyperparameters (tfdqn/configs/atari.yaml), so the ratio compares whole training loops.
 
 Run by bench.py in its own process: `python tools/peer_sb3.py TOTAL_STEPS LEARNING_STARTS CAPACITY`.
 SB3's DQN has no double-DQN option, so its update does one forward pass fewer than tfdqn's."""
