@@ -320,11 +320,15 @@ def validate(c: DQNConfig) -> None:
 
 
 def default_config_file(env_name: str) -> pathlib.Path:
-    """Atari games get tfdqn/configs/atari.yaml; every other env the classic-control file."""
+    """An env's own tuned file where one ships (lunarlander.yaml for LunarLander-v3), else atari.yaml
+    for ALE games and the classic-control file (cartpole.yaml) for every other env."""
     from tfdqn.envs.make import is_atari_id, resolve_env_id  # envs import this module's dataclasses
 
-    name = "atari.yaml" if is_atari_id(resolve_env_id(env_name)) else "cartpole.yaml"
-    return CONFIG_DIR / name
+    env_id = resolve_env_id(env_name)
+    own = CONFIG_DIR / f"{env_id.split('/')[-1].rsplit('-v', 1)[0].lower()}.yaml"
+    if own.name not in ("base.yaml", "atari.yaml") and own.exists():
+        return own
+    return CONFIG_DIR / ("atari.yaml" if is_atari_id(env_id) else "cartpole.yaml")
 
 
 def to_dict(config: DQNConfig) -> dict:
