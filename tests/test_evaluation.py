@@ -50,3 +50,34 @@ def test_a_stop_request_ends_the_evaluation_early():
     config, spec, agent = _agent()
     env, _ = make_env(EnvConfig(id="CartPole"), seed=1, evaluation=True)
     assert run_episodes(env, spec, agent.actor, 5, epsilon=0.0, seed=1, should_stop=lambda: True) == []
+
+
+def test_games_played_side_by_side_are_the_games_each_env_plays_alone():
+    """A vector evaluation's env i is seeded env_seeds(seed, n)[i]: greedy, its game is the one a lone
+    env with that seed plays, so batching changes the cost of an evaluation, not its result."""
+    from tfdqn.envs.seeds import env_seeds
+    from tfdqn.envs.vector import make_vector_env
+    from tfdqn.run.evaluation import run_vector_episodes
+
+    config, spec, agent = _agent()
+    vector, _ = make_vector_env(config.env, 4, seed=0)
+    together = run_vector_episodes(vector, spec, agent.actor, 4, epsilon=0.0, seed=21)
+    vector.close()
+    alone = []
+    for env_seed in env_seeds(21, 4):
+        env, _ = make_env(config.env, seed=env_seed, evaluation=True)
+        alone += run_episodes(env, spec, agent.actor, 1, epsilon=0.0, seed=int(env_seed))
+        env.close()
+    assert sorted(together) == sorted(alone) and len(together) == 4
+
+
+def test_every_env_of_a_vector_evaluation_plays_its_share():
+    """7 episodes on 3 envs: 2, 2 and 3 games, however short some envs' games are."""
+    from tfdqn.envs.vector import make_vector_env
+    from tfdqn.run.evaluation import run_vector_episodes
+
+    config, spec, agent = _agent()
+    vector, _ = make_vector_env(config.env, 3, seed=0)
+    returns = run_vector_episodes(vector, spec, agent.actor, 7, epsilon=1.0, seed=5)
+    vector.close()
+    assert len(returns) == 7 and all(r >= 1 for r in returns)

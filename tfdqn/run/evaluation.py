@@ -1,6 +1,8 @@
 """Whole-game evaluation episodes with a fixed epsilon; returns are raw (never clipped).
 
-Every evaluation is seeded from the run's seed, its purpose and the env step it runs at, and draws its
+The run's own evaluations play their games side by side in a vector env (one act call per step for
+all of them), so ten CartPole games cost about as many act calls as one; `run_episodes` plays one env
+at a time for the evaluate command and videos. Every evaluation is seeded from the run's seed, its purpose and the env step it runs at, and draws its
 random actions from the actor's evaluation RNG. So an evaluation depends only on the weights and
 where it happens: it does not move training's random streams, and a resumed run replays none of the
 games it evaluated before.
@@ -12,11 +14,13 @@ import numpy as np
 import tensorflow as tf
 
 from tfdqn.agent.actor import Actor
-from tfdqn.envs.make import EnvSpec, make_env
+from tfdqn.envs.make import EnvSpec
 from tfdqn.envs.seeds import derive_seed
+from tfdqn.envs.vector import make_vector_env
 from tfdqn.replay.frame_stack import FrameStack
 
 PERIODIC, FINAL = 1, 2  # seed streams of the periodic and the final evaluation
+MAX_EVALUATION_ENVS = 16  # games played side by side; more episodes than this take turns
 
 
 def evaluation_seed(seed: int, purpose: int, env_steps: int) -> int:
@@ -52,22 +56,48 @@ def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float
     return returns
 
 
+def run_vector_episodes(vector, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float, seed: int,
+                        should_stop=None) -> list[float]:
+    """Play `episodes` whole games on the envs of `vector`, reset with `seed`; raw returns, in the
+    order the games ended. Env i counts its first `(episodes + i) // n` games only, so every env
+    contributes a fixed share and short games are not over-represented."""
+    actor.evaluation_generator.reset_from_seed(seed)
+    n = vector.num_envs
+    wanted = np.array([(episodes + i) // n for i in range(n)])
+    played = np.zeros(n, dtype=int)
+    stack = FrameStack(n, spec.stack_size, spec.frame_shape, spec.frame_dtype)
+    stack.reset_all(vector.reset(seed=seed))
+    epsilon = tf.constant(epsilon, tf.float32)
+    returns = []
+    while (played < wanted).any() and not (should_stop and should_stop()):
+        step = vector.step(actor.act_with_epsilon(stack.observation, epsilon).numpy())
+        for i, game_return, _ in step.games:
+            if played[i] < wanted[i]:
+                played[i] += 1
+                returns.append(game_return)
+        stack.push(step.next_frames)
+        for i in np.flatnonzero(step.terminated | step.truncated):
+            stack.reset(i, step.next_frames[i])
+    return returns
+
+
 class Evaluator:
-    """Evaluates the actor in one evaluation env, built on first use and reused by every evaluation."""
+    """Evaluates the actor on up to 16 envs side by side, made on first use for each size and reused."""
 
     def __init__(self, env_config, spec: EnvSpec, actor: Actor, seed: int, epsilon: float, should_stop):
         self._env_config, self._spec, self._actor = env_config, spec, actor
         self._seed, self._epsilon, self._should_stop = seed, epsilon, should_stop
-        self._env = None
+        self._vectors = {}  # number of envs -> vector env
 
     def evaluate(self, episodes: int, env_steps: int, purpose: int = PERIODIC) -> list[float]:
         """Raw returns of up to `episodes` games (fewer if a stop was requested meanwhile)."""
         seed = evaluation_seed(self._seed, purpose, env_steps)
-        if self._env is None:
-            self._env, _ = make_env(self._env_config, seed=seed, evaluation=True)
-        return run_episodes(self._env, self._spec, self._actor, episodes, self._epsilon, seed=seed,
-                            should_stop=self._should_stop)
+        n = min(episodes, MAX_EVALUATION_ENVS)
+        if n not in self._vectors:
+            self._vectors[n], _ = make_vector_env(self._env_config, n, seed=seed)
+        return run_vector_episodes(self._vectors[n], self._spec, self._actor, episodes, self._epsilon, seed,
+                                   should_stop=self._should_stop)
 
     def close(self) -> None:
-        if self._env is not None:
-            self._env.close()
+        for vector in self._vectors.values():
+            vector.close()
