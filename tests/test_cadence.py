@@ -43,3 +43,13 @@ def test_crossed_fires_exactly_once_per_period_over_a_run():
     steps = range(0, 10_001, 8)
     assert sum(crossed(a, b, 1000) for a, b in zip(steps, steps[1:])) == 10
 
+
+
+def test_updates_fall_due_in_rounds_of_update_every():
+    """update_every 256, interval 2 (SB3's zoo CartPole): the updates owed at each multiple of 256 (128
+    after the first), none between, and the same total as updating every step at a round's end."""
+    due = [updates_due(t, 1000, 2, 256) for t in range(0, 3073)]
+    assert due[1023] == 0 and due[1024] == 12 and due[1279] == 12 and due[1280] == 140
+    assert due[3072] == updates_due(3072, 1000, 2)
+    rounds = [b - a for a, b in zip(due, due[1:]) if b != a]
+    assert rounds == [12] + [128] * 8  # the first round holds the steps since learning_starts

@@ -93,6 +93,8 @@ class RunConfig:
     total_steps: int = _field(50_000, "env steps to train for")
     learning_starts: int = _field(1_000, "env steps of acting before the first update")
     training_interval: int = _field(1, "env steps per gradient update")
+    update_every: int = _field(1, "env steps between update rounds: the updates owed by then run together "
+                                  "in fused calls (SB3's train_freq); 1: after every vector step")
     seed: int = _field(0, "seed of every random number generator in the run")
     log_every: int = _field(1_000, "env steps between TensorBoard summaries")
     checkpoint_every: int = _field(10_000, "env steps between checkpoints; 0 saves only at the end")
@@ -271,6 +273,7 @@ def _check(ok: bool, key: str, value, allowed: str) -> None:
 def validate(c: DQNConfig) -> None:
     """Every range rule in one place; the first broken one becomes a one-line UserError."""
     positive = [("run.total_steps", c.run.total_steps), ("run.training_interval", c.run.training_interval),
+                ("run.update_every", c.run.update_every),
                 ("replay.capacity", c.replay.capacity), ("replay.batch_size", c.replay.batch_size),
                 ("learner.target_update_period", c.learner.target_update_period),
                 ("run.log_every", c.run.log_every), ("env.frame_stack", c.env.frame_stack),

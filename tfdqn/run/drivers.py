@@ -8,7 +8,8 @@ A driver combines two choices, each a small class:
 So async + device replay samples inside the graph as inline device replay does: no frame goes
 through the host.
 
-The ratio of updates to env steps is 1 / training_interval in every mode (`cadence.updates_due`).
+The ratio of updates to env steps is 1 / training_interval in every mode, in rounds every
+`run.update_every` env steps (`cadence.updates_due`).
 The background thread's batches depend on thread timing (within one vector step of updates), so
 async runs are not bit-reproducible; the synchronous modes are.
 """
@@ -63,7 +64,7 @@ class DeviceReplayUpdates:
         return self._update(tf.constant(k, tf.int32))
 
 
-def _owed(counters: Counters, cadence: tuple[int, int]) -> int:
+def _owed(counters: Counters, cadence: tuple[int, int, int]) -> int:
     env_steps, updates = counters.read()
     return updates_due(env_steps, *cadence) - updates
 
@@ -71,7 +72,7 @@ def _owed(counters: Counters, cadence: tuple[int, int]) -> int:
 class InlineDriver:
     """Runs every update owed right after each collect, in the loop's thread, up to 64 per fused call."""
 
-    def __init__(self, source, counters: Counters, cadence: tuple[int, int], timer: PhaseTimer):
+    def __init__(self, source, counters: Counters, cadence: tuple[int, int, int], timer: PhaseTimer):
         self._source, self._counters, self._cadence, self._timer = source, counters, cadence, timer
         self.metrics: dict = {}
         self.timers = ()  # its phases are charged to the loop's timer
@@ -101,7 +102,7 @@ class RatioGate:
     The learner waits while it owes nothing; the actors wait while it owes more than `slack` updates
     (unless it cannot learn yet: too few transitions for a batch). `close()` releases everyone."""
 
-    def __init__(self, counters: Counters, cadence: tuple[int, int], slack: int):
+    def __init__(self, counters: Counters, cadence: tuple[int, int, int], slack: int):
         self._counters, self._cadence, self._slack = counters, cadence, slack
         self._cond = threading.Condition()
         self._closed = False
@@ -149,7 +150,7 @@ class BackgroundDriver:
     TensorFlow releases the GIL while a graph runs, so updates overlap env steps. Only sampling and
     adding share the replay lock. A learner failure is raised in the loop's thread at its next call."""
 
-    def __init__(self, source, counters: Counters, cadence: tuple[int, int], slack: int,
+    def __init__(self, source, counters: Counters, cadence: tuple[int, int, int], slack: int,
                  replay_lock: threading.Lock, timer: PhaseTimer):
         self._source, self._lock, self._timer = source, replay_lock, timer
         self.gate = RatioGate(counters, cadence, slack)
@@ -203,8 +204,10 @@ def make_driver(config, agent, replay, replay_lock: threading.Lock, timer: Phase
     """The driver the config asks for: `replay.device` picks the batch source, `run.async_learner` the thread."""
     source_type = DeviceReplayUpdates if config.replay.device == "accelerator" else HostReplayUpdates
     source = source_type(agent.learner, replay, config.replay.batch_size)
-    cadence = (config.run.learning_starts, config.run.training_interval)
-    if not config.run.async_learner:
+    run = config.run
+    cadence = (run.learning_starts, run.training_interval, run.update_every)
+    if not run.async_learner:
         return InlineDriver(source, agent.counters, cadence, timer)
-    slack = max(1, -(-num_envs // config.run.training_interval))  # one vector step's updates may be pending
+    # One vector step's updates, or one round's, may be pending.
+    slack = max(1, -(-max(num_envs, run.update_every) // run.training_interval))
     return BackgroundDriver(source, agent.counters, cadence, slack, replay_lock, timer)

@@ -1,0 +1,161 @@
+"""What a CartPole user waits for: the wall-clock from starting the process to the first greedy
+evaluation that solves the task (mean return >= 475 over 10 games), for tfdqn and, with `--peer sb3`,
+for Stable-Baselines3's DQN with the RL zoo's tuned hyperparameters, seeds interleaved in one run.
+
+    python tools/bench_cartpole.py --seeds 10 --peer sb3 --out docs/bench-cartpole.json
+    python tools/bench_cartpole.py --seeds 5 --set learner.learning_rate=1e-3   # one point of a sweep
+
+Each run is its own process, timed from the moment the bench starts it, so imports, graph tracing
+and env creation count (reported again on their own as `startup_seconds`: to tfdqn's first env step,
+to SB3's `learn`). Evaluations are part of the wait too; both sides play their 10 games side by side.
+Prints a table and writes every run to `--out` as JSON (`runs`: impl, seed, solved, solve_env_steps,
+solve_wall_seconds, final_eval_return, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+TOOLS = pathlib.Path(__file__).resolve().parent
+REPO = TOOLS.parent
+SOLVED = 475.0  # mean greedy return that counts as solved (CartPole-v1 caps episodes at 500)
+
+
+def first_solve(evaluations: list[tuple[int, float, float]], started: float) -> dict:
+    """From (env steps, mean return, Unix time) per evaluation, the first that solves."""
+    for steps, mean, when in evaluations:
+        if mean >= SOLVED:
+            return {"solved": True, "solve_env_steps": steps, "solve_wall_seconds": round(when - started, 3)}
+    return {"solved": False, "solve_env_steps": None, "solve_wall_seconds": None}
+
+
+def run_tfdqn(seed: int, args: argparse.Namespace, logdir: pathlib.Path) -> dict:
+    from tfdqn.telemetry.tensorboard import read_events
+
+    import tensorflow as tf
+
+    name = f"seed{seed}"
+    command = [sys.executable, "-m", "tfdqn.train", "--env", "CartPole", "--seed", str(seed), "--quiet",
+               "--logdir", str(logdir), "--run-name", name, "--total-steps", str(args.total_steps),
+               "--set", f"run.eval_every={args.eval_every}", "--set", "run.eval_episodes=10",
+               "--set", "run.checkpoint_every=0", *(a for item in args.set for a in ("--set", item))]
+    started = time.time()
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    ended = time.time()
+    if result.returncode != 0:
+        raise SystemExit(f"bench_cartpole: tfdqn seed {seed} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+    events = read_events(logdir / name)
+    evaluations = [(e.step, float(tf.make_ndarray(e.tensor_proto)), e.wall_time)
+                   for e in events.Tensors("charts/eval_return")]
+    first_event = min(e.wall_time for e in events.Tensors("hyperparameters"))  # written just before the loop
+    summary = json.loads((logdir / name / "summary.json").read_text())
+    return {"impl": "tfdqn", "seed": seed, **first_solve(evaluations, started),
+            "final_eval_return": summary["final_eval_return_mean"], "startup_seconds": round(first_event - started, 3),
+            "total_wall_seconds": round(ended - started, 3), "evaluations": [(s, m) for s, m, _ in evaluations]}
+
+
+def run_sb3(seed: int, args: argparse.Namespace) -> dict:
+    command = [sys.executable, str(TOOLS / "peer_sb3_cartpole.py"), "--seed", str(seed),
+               "--total-steps", str(args.total_steps), "--eval-every", str(args.eval_every)]
+    started = time.time()
+    result = subprocess.run(command, capture_output=True, text=True)
+    ended = time.time()
+    if result.returncode != 0:
+        raise SystemExit(f"bench_cartpole: sb3 seed {seed} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+    events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    evaluations = [(e["env_steps"], e["return_mean"], e["time"]) for e in events if e["event"] == "eval"]
+    learn_start = next(e["time"] for e in events if e["event"] == "learn_start")
+    final = next(e["return_mean"] for e in events if e["event"] == "final")
+    return {"impl": "sb3", "seed": seed, **first_solve(evaluations, started), "final_eval_return": final,
+            "startup_seconds": round(learn_start - started, 3), "total_wall_seconds": round(ended - started, 3),
+            "evaluations": [(s, m) for s, m, _ in evaluations]}
+
+
+def _stats(values: list) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)} if values else {}
+
+
+def summarize(runs: list[dict]) -> dict:
+    """Per impl: solved count, solve time and steps, startup, final return; and tfdqn / sb3 medians."""
+    summary = {}
+    for impl in dict.fromkeys(r["impl"] for r in runs):
+        mine = [r for r in runs if r["impl"] == impl]
+        solved = [r for r in mine if r["solved"]]
+        summary[impl] = {"runs": len(mine), "solved": len(solved),
+                         "solve_wall_seconds": _stats([r["solve_wall_seconds"] for r in solved]),
+                         "solve_env_steps": _stats([r["solve_env_steps"] for r in solved]),
+                         "startup_seconds": _stats([r["startup_seconds"] for r in mine]),
+                         "final_eval_return": _stats([r["final_eval_return"] for r in mine]),
+                         "total_wall_seconds": _stats([r["total_wall_seconds"] for r in mine])}
+    tfdqn, sb3 = summary.get("tfdqn", {}), summary.get("sb3", {})
+    if tfdqn.get("solve_wall_seconds") and sb3.get("solve_wall_seconds"):
+        summary["solve_time_ratio_tfdqn_over_sb3"] = round(
+            tfdqn["solve_wall_seconds"]["median"] / sb3["solve_wall_seconds"]["median"], 3)
+    return summary
+
+
+def table(summary: dict) -> str:
+    def cell(stats: dict, digits: int = 1) -> str:
+        return f"{stats['median']:.{digits}f} ({stats['min']:.{digits}f}-{stats['max']:.{digits}f})" if stats else "-"
+
+    lines = ["| impl | solved | solve s, median (min-max) | solve env steps, median | startup s | "
+             "final eval return, median | whole run s |", "|---|---:|---:|---:|---:|---:|---:|"]
+    for impl, s in summary.items():
+        if isinstance(s, dict):
+            steps = s["solve_env_steps"]
+            lines.append(f"| {impl} | {s['solved']}/{s['runs']} | {cell(s['solve_wall_seconds'])} | "
+                         f"{steps['median'] if steps else '-'} | {cell(s['startup_seconds'])} | "
+                         f"{cell(s['final_eval_return'])} | {cell(s['total_wall_seconds'])} |")
+    if "solve_time_ratio_tfdqn_over_sb3" in summary:
+        lines.append(f"\ntfdqn / sb3 median time to solve: {summary['solve_time_ratio_tfdqn_over_sb3']}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
+    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
+    parser.add_argument("--peer", action="append", choices=["sb3"], default=[],
+                        help="also run SB3's DQN (needs the compare extra: pip install -e '.[compare]')")
+    parser.add_argument("--eval-every", type=int, default=2000, help="env steps between evaluations (default 2000)")
+    parser.add_argument("--total-steps", type=int, default=50_000, help="env steps per run (default 50000)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="tfdqn config override (repeatable): one point of a sweep")
+    parser.add_argument("--no-tfdqn", action="store_true", help="run only the peer")
+    parser.add_argument("--out", metavar="FILE.json", help="write the runs and the summary here")
+    args = parser.parse_args()
+    for name in ("seeds", "eval_every", "total_steps"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)} is out of range; allowed: an integer >= 1")
+    runs = []
+    with tempfile.TemporaryDirectory() as logdir:
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
+            if not args.no_tfdqn:
+                runs.append(run_tfdqn(seed, args, pathlib.Path(logdir)))
+                print(json.dumps({k: v for k, v in runs[-1].items() if k != "evaluations"}), flush=True)
+            if "sb3" in args.peer:
+                runs.append(run_sb3(seed, args))
+                print(json.dumps({k: v for k, v in runs[-1].items() if k != "evaluations"}), flush=True)
+    summary = summarize(runs)
+    print(table(summary))
+    if args.out:
+        from tfdqn.atomic import write_json
+
+        write_json(pathlib.Path(args.out), {"command": " ".join(["python", "tools/bench_cartpole.py", *sys.argv[1:]]),
+                                            "overrides": args.set, "eval_every": args.eval_every,
+                                            "total_steps": args.total_steps, "summary": summary, "runs": runs})
+
+
+if __name__ == "__main__":
+    main()

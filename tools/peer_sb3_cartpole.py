@@ -1,0 +1,78 @@
+"""The Stable-Baselines3 peer of tools/bench_cartpole.py: SB3's DQN on CartPole-v1 with the RL zoo's
+tuned hyperparameters, evaluated greedily every `--eval-every` env steps.
+
+Run by bench_cartpole.py in its own process. Prints one JSON line per event, each with `time` (Unix
+seconds), so the bench measures from the moment it started the process: `learn_start` once the model
+is built, `eval` (env steps, mean return) per evaluation, and `final` at the end.
+
+TensorFlow is kept out of this process: SB3 needs none, but its TensorBoard import would load it when
+it is installed (as it is beside tfdqn), which would add seconds a SB3 user does not wait.
+"""
+
+import argparse
+import json
+import sys
+import time
+
+sys.modules["tensorflow"] = None  # import tensorflow -> ImportError; TensorBoard then uses its stub
+
+import gymnasium  # noqa: E402
+import numpy as np  # noqa: E402
+from stable_baselines3 import DQN  # noqa: E402
+from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
+from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
+from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
+
+# rl-baselines3-zoo, hyperparams/dqn.yml, CartPole-v1 (n_timesteps 5e4).
+ZOO_CARTPOLE = {"learning_rate": 2.3e-3, "batch_size": 64, "buffer_size": 100_000, "learning_starts": 1000,
+                "gamma": 0.99, "target_update_interval": 10, "train_freq": 256, "gradient_steps": 128,
+                "exploration_fraction": 0.16, "exploration_final_eps": 0.04,
+                "policy_kwargs": {"net_arch": [256, 256]}}
+
+
+def emit(event: str, **fields) -> None:
+    print(json.dumps({"event": event, "time": time.time(), **fields}), flush=True)
+
+
+def evaluation_env(episodes: int) -> DummyVecEnv:
+    """One env per episode, side by side, as tfdqn's evaluations play them."""
+    return DummyVecEnv([lambda: gymnasium.make("CartPole-v1") for _ in range(episodes)])
+
+
+class PeriodicEvaluation(BaseCallback):
+    """Greedy returns of `episodes` games every `period` env steps, each evaluation seeded by its step."""
+
+    def __init__(self, period: int, episodes: int, seed: int):
+        super().__init__()
+        self._period, self._episodes, self._seed = period, episodes, seed
+        self._env = evaluation_env(episodes)
+
+    def _on_step(self) -> bool:
+        if self.num_timesteps % self._period == 0:
+            self._env.seed(self._seed * 1_000_003 + self.num_timesteps)
+            returns, _ = evaluate_policy(self.model, self._env, n_eval_episodes=self._episodes,
+                                         deterministic=True, return_episode_rewards=True)
+            emit("eval", env_steps=self.num_timesteps, return_mean=float(np.mean(returns)))
+        return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--total-steps", type=int, default=50_000)
+    parser.add_argument("--eval-every", type=int, default=2000)
+    parser.add_argument("--eval-episodes", type=int, default=10)
+    args = parser.parse_args()
+    model = DQN("MlpPolicy", gymnasium.make("CartPole-v1"), seed=args.seed, device="cpu", verbose=0, **ZOO_CARTPOLE)
+    callback = PeriodicEvaluation(args.eval_every, args.eval_episodes, args.seed)
+    emit("learn_start")
+    model.learn(total_timesteps=args.total_steps, callback=callback)
+    env = evaluation_env(args.eval_episodes)
+    env.seed(args.seed * 1_000_003 + 999_999_937)
+    returns, _ = evaluate_policy(model, env, n_eval_episodes=args.eval_episodes, deterministic=True,
+                                 return_episode_rewards=True)
+    emit("final", return_mean=float(np.mean(returns)))
+
+
+if __name__ == "__main__":
+    main()
