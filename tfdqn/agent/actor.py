@@ -31,9 +31,11 @@ class Actor:
         # Each graph has one concrete function, called with flat tensors (FlatCall): that skips the
         # argument binding of every call and makes a retrace impossible. The tf.functions stay
         # available for export.
-        self.act_function = tf.function(self._act, input_signature=[observation], jit_compile=jit_compile)
+        # No control flow on tensors here, so no AutoGraph conversion (it only costs tracing time).
+        self.act_function = tf.function(self._act, input_signature=[observation], jit_compile=jit_compile,
+                                        autograph=False)
         self.act_with_epsilon_function = tf.function(
-            self._act_with_epsilon, jit_compile=jit_compile,
+            self._act_with_epsilon, jit_compile=jit_compile, autograph=False,
             input_signature=[observation, tf.TensorSpec([], tf.float32)])
         self.act = FlatCall(self.act_function).trace()
         self.act_with_epsilon = FlatCall(self.act_with_epsilon_function)

@@ -55,25 +55,37 @@ class Learner:
         vector = lambda dtype: tf.TensorSpec([None], dtype)  # noqa: E731
         batch = [observation, vector(tf.int32), vector(tf.float32), vector(tf.float32), observation]
         # Both are called flat (FlatCall) through their one concrete function, traced on first use;
-        # the tf.functions stay available for export.
-        self.update_function = tf.function(self._update, input_signature=batch, jit_compile=jit_compile)
+        # the tf.functions stay available for export. Control flow is written as tf.cond and
+        # tf.while_loop, so no function is converted by AutoGraph, which recursed into Keras and
+        # took most of the tracing time at start-up.
+        self.update_function = tf.function(self._update, input_signature=batch, jit_compile=jit_compile,
+                                           autograph=False)
         self.update = FlatCall(self.update_function)
         # k batches stacked on a leading axis: one call, one trace, whatever k the loop asks for.
         stacked = [tf.TensorSpec([None, *spec.shape], spec.dtype) for spec in batch]
-        self.update_many_function = tf.function(self._update_many, input_signature=stacked, jit_compile=jit_compile)
+        self.update_many_function = tf.function(self._update_many, input_signature=stacked, jit_compile=jit_compile,
+                                                autograph=False)
         self.update_many = FlatCall(self.update_many_function)
 
-    def _sync_target(self) -> None:
-        """Copy online into target (eagerly at construction, as a graph branch inside `update`)."""
+    def _sync_target(self) -> tf.Tensor:
+        """Copy online into target (eagerly at construction, as a `tf.cond` branch inside `update`,
+        whose branches must return a value: the stateful assigns run because the branch holds them)."""
         for target_var, online_var in zip(self.target.variables, self.online.variables):
             target_var.assign(online_var)
+        return tf.constant(True)
+
+    def _record_nonfinite(self) -> tf.Tensor:
+        self.first_nonfinite_update.assign(self.updates)
+        self.first_nonfinite_env_step.assign(self._env_steps)
+        return tf.constant(True)
 
     def _repeat_update(self, k, batch_for) -> dict:
         """k updates in a graph loop, update i on `batch_for(i)`; returns the last one's metrics."""
-        metrics = {"td_loss": tf.constant(0.0), "q_values": tf.constant(0.0)}
-        for i in tf.range(k):
+        def body(i, _loss, _q):
             metrics = self._update(*batch_for(i))
-        return metrics
+            return i + 1, metrics["td_loss"], metrics["q_values"]
+        _, loss, q = tf.while_loop(lambda i, _loss, _q: i < k, body, (tf.constant(0), tf.constant(0.0), tf.constant(0.0)))
+        return {"td_loss": loss, "q_values": q}
 
     def _update_many(self, observation, action, reward, discount, next_observation):
         """k = len(action) updates, batch i (stacked on the leading axis) on update i."""
@@ -86,7 +98,7 @@ class Learner:
         def update_from_replay(k):
             return self._repeat_update(k, lambda _: sample())
         return tf.function(update_from_replay, input_signature=[tf.TensorSpec([], tf.int32)],
-                           jit_compile=self._jit_compile)
+                           jit_compile=self._jit_compile, autograph=False)
 
     def _update(self, observation, action, reward, discount, next_observation):
         c = self._config
@@ -101,9 +113,8 @@ class Learner:
         variables = self.online.trainable_variables
         self.optimizer.apply(tape.gradient(loss, variables), variables)
         self.updates.assign_add(1)
-        if not tf.math.is_finite(loss) and self.first_nonfinite_update == 0:
-            self.first_nonfinite_update.assign(self.updates)
-            self.first_nonfinite_env_step.assign(self._env_steps)
-        if self.updates % c.target_update_period == 0:
-            self._sync_target()
+        first_nonfinite = tf.logical_and(tf.logical_not(tf.math.is_finite(loss)),
+                                         tf.equal(self.first_nonfinite_update, 0))
+        tf.cond(first_nonfinite, self._record_nonfinite, lambda: tf.constant(False))
+        tf.cond(tf.equal(self.updates % c.target_update_period, 0), self._sync_target, lambda: tf.constant(False))
         return {"td_loss": loss, "q_values": tf.reduce_mean(tf.reduce_max(q_tm1, axis=-1))}
