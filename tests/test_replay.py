@@ -250,6 +250,17 @@ def test_stacked_batches_are_one_draw_split_in_order():
         np.testing.assert_array_equal(a.reshape(b.shape), b, err_msg=name)
 
 
+def test_stacked_batches_need_only_one_batch_of_sampleable_transitions():
+    """A round of fused updates right after learning_starts asks for more draws than the ring holds
+    transitions: each batch is drawn with replacement, so one batch's worth must be sampleable."""
+    ring, _ = _play(1, 2, 16, 10, seed=3)
+    assert len(ring) < 64
+    stacked = ring.sample_stacked(8, len(ring))
+    assert stacked.action.shape == (8, len(ring))
+    with pytest.raises(ValueError, match="sampleable"):
+        ring.sample_stacked(8, len(ring) + 1)
+
+
 def test_can_sample_and_sample_refuses_too_few():
     ring = ReplayRing(16, FRAME_SHAPE, np.int32, stack_size=4)
     assert len(ring) == 0 and not ring.can_sample(1)

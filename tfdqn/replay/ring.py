@@ -176,17 +176,22 @@ class ReplayRing:
         return self.gather(self.sample_indices(batch_size))
 
     def sample_stacked(self, count: int, batch_size: int) -> Batch:
-        """`count` batches drawn together, stacked on a leading axis: the input of fused updates."""
-        return Batch(*(x.reshape(count, batch_size, *x.shape[1:]) for x in self.sample(count * batch_size)))
+        """`count` batches drawn together, stacked on a leading axis: the input of fused updates. Each
+        batch needs `batch_size` sampleable transitions, not all of them together (a round of 64
+        updates may fall due right after learning_starts)."""
+        indices = self.sample_indices(batch_size, draws=count * batch_size)
+        return Batch(*(x.reshape(count, batch_size, *x.shape[1:]) for x in self.gather(indices)))
 
-    def sample_indices(self, batch_size: int) -> np.ndarray:
-        """[batch_size] flat indices drawn uniformly over written slots, redrawing those the predicate refuses."""
+    def sample_indices(self, batch_size: int, draws: int | None = None) -> np.ndarray:
+        """[draws] (default: batch_size) flat indices drawn uniformly over written slots, redrawing those
+        the predicate refuses; at least `batch_size` transitions must be sampleable."""
         if not self.can_sample(batch_size):
             raise ValueError(f"sample({batch_size}): only {len(self)} transitions are sampleable; "
                              f"check can_sample() first")
+        draws = batch_size if draws is None else draws
         ends = np.cumsum(self._filled)
-        indices = np.empty(batch_size, np.int64)
-        todo = np.arange(batch_size)
+        indices = np.empty(draws, np.int64)
+        todo = np.arange(draws)
         while todo.size:
             draw = self._rng.integers(ends[-1], size=todo.size)
             stream = np.searchsorted(ends, draw, side="right")
