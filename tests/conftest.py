@@ -30,8 +30,12 @@ def tensorboard_tags(run_dir) -> set:
     return set(tags["tensors"]) | set(tags["scalars"])
 
 
-TINY = ["--env", "CartPole", "--total-steps", "1500", "--learning-starts", "500", "--checkpoint-every", "1000",
-        "--set", "run.log_every=500", "--set", "run.final_eval_episodes=2", "--quiet"]
+# CartPole with the structure the tests check pinned (tests/data/cartpole_small.yaml).
+SMALL_CONFIG = ["--config", str(REPO / "tests" / "data" / "cartpole_small.yaml")]
+SMALL_CARTPOLE = ["--env", "CartPole", *SMALL_CONFIG]
+TINY_RUN = ["--total-steps", "1500", "--learning-starts", "500", "--checkpoint-every", "1000",
+            "--set", "run.log_every=500", "--set", "run.final_eval_episodes=2", "--quiet"]
+TINY = [*SMALL_CARTPOLE, *TINY_RUN]
 
 
 @pytest.fixture(scope="session")

@@ -70,7 +70,8 @@ def test_breakout_trains_and_evaluates_with_video(tmp_path, run_cmd):
     capture = cv2.VideoCapture(str(video))
     frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
     ok, first = capture.read()
-    assert ok and first.shape == (210, 160, 3) and frames == report["video_frames"] > 10
+    # The 210x160 screen scaled 3x, with the 32-pixel caption strip under it (tfdqn.video).
+    assert ok and first.shape == (3 * 210 + 32, 3 * 160, 3) and frames == report["video_frames"] > 10
 
 
 @pytest.mark.slow

@@ -1,6 +1,8 @@
 """What every command line shares: one-line errors (exit 2), failures (exit 1), tracebacks only on
 --debug, and TensorFlow's C++ start-up lines kept off stderr. Exit codes are those of real processes."""
 
+import argparse
+import importlib.util
 import os
 import subprocess
 import sys
@@ -9,7 +11,8 @@ import textwrap
 import pytest
 
 from tests.conftest import REPO
-from tfdqn.cli import OneLineErrorParser, run_cli
+from tfdqn import config as config_lib
+from tfdqn.cli import OneLineErrorParser, number, run_cli
 from tfdqn.errors import RunFailure, UserError
 
 # A command line built the way tfdqn.train and tfdqn.evaluate are.
@@ -153,3 +156,91 @@ def test_a_failed_start_up_shows_what_it_wrote_and_raises(tmp_path):
     assert result.returncode == 3
     assert result.stdout == "start-up failed: libcudart.so.12: cannot open shared object file\n"
     assert result.stderr == "I0000 port.cc:153] oneDNN custom operations are on.\n"
+
+
+@pytest.mark.parametrize("text, expected, value", [
+    ("1e5", int, 100_000), ("50_000", int, 50_000), ("3", int, 3), ("2.0", int, 2), ("1e-3", float, 0.001),
+    ("5", float, 5.0), ("0.5", float, 0.5)])
+def test_a_number_flag_reads_its_value_as_set_does(text, expected, value):
+    section, key = ("run", "total_steps") if expected is int else ("learner", "learning_rate")
+    via_set = config_lib.build_config([], config_lib.parse_set([f"{section}.{key}={text}"]))
+    assert number(expected)(text) == getattr(getattr(via_set, section), key) == value
+
+
+@pytest.mark.parametrize("text, expected", [("ten", int), ("1.5", int), ("", int), ("x", float), ("true", float)])
+def test_a_number_flag_refuses_what_set_refuses_with_the_same_words(text, expected):
+    with pytest.raises(argparse.ArgumentTypeError) as flag:
+        number(expected)(text)
+    key = "run.total_steps" if expected is int else "learner.learning_rate"
+    with pytest.raises(UserError) as via_set:
+        config_lib.build_config([], config_lib.parse_set([f"{key}={text}"]))
+    assert str(via_set.value).endswith(str(flag.value).split(" is not ", 1)[1])
+    assert "; allowed: " in str(flag.value)
+
+
+def _entry_points() -> list[list[str]]:
+    """Every `python -m tfdqn.<x>` with a `__main__` block, and every tool with one."""
+    def has_main(path):
+        return 'if __name__ == "__main__":' in path.read_text()
+
+    modules = [["-m", ".".join(path.relative_to(REPO).with_suffix("").parts)]
+               for path in sorted((REPO / "tfdqn").rglob("*.py")) if has_main(path)]
+    return modules + [[f"tools/{path.name}"] for path in sorted((REPO / "tools").glob("*.py")) if has_main(path)]
+
+
+def _run(argv: list[str], folder) -> subprocess.CompletedProcess:
+    script = argv[0] if argv[0] == "-m" else str(REPO / argv[0])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("TF_CPP_MIN_LOG_LEVEL", None)  # what a user's shell has: the entry point quiets TensorFlow itself
+    return subprocess.run([sys.executable, script, *argv[1:]], cwd=folder, capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+def _skip_without_optional_packages(argv: list[str]) -> None:
+    if argv[0] != "-m":
+        text = (REPO / argv[0]).read_text()
+        for package in ("torch", "stable_baselines3"):
+            if f"\nimport {package}" in text or f"\nfrom {package}" in text:
+                if importlib.util.find_spec(package) is None:
+                    pytest.skip(f"{argv[0]} needs {package} (the compare extra)")
+
+
+@pytest.mark.parametrize("argv", _entry_points(), ids=lambda argv: argv[-1])
+def test_every_entry_point_has_help_and_keeps_stderr_quiet(argv, tmp_path):
+    _skip_without_optional_packages(argv)
+    result = _run([*argv, "--help"], tmp_path)
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    assert result.stdout.startswith("usage: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["-m", "tfdqn.telemetry.system_monitor", "x"], "argument SECONDS: 'x' is not a number"),
+    (["-m", "tfdqn.evaluate", "run", "--seed", "x"], "argument --seed: 'x' is not an integer"),
+    (["tools/bench.py", "--num-envs", "x", "--out", "o.json"], "argument --num-envs: 'x' is not an integer"),
+    (["tools/bench_ab.py", "--base", ".", "--rounds", "x", "--out", "o.json"], "argument --rounds: 'x'"),
+    (["tools/checkpoint_cost.py", "--capacity", "x"], "argument --capacity: 'x' is not an integer"),
+    (["tools/checkpoint_cost.py", "--new", "0"], "--new [0] must list positive counts"),
+    (["tools/compare_intervals.py", "--steps", "1e3", "--intervals", "x", "--out", "d"], "argument --intervals: 'x'"),
+    (["tools/export_programs.py", "--fused-k", "x", "--out", "d"], "argument --fused-k: 'x' is not an integer"),
+    (["tools/plot_learning_curve.py", "run", "--out", "c.png", "--window", "x"], "argument --window: 'x'"),
+    (["tools/plot_learning_curve.py", "run", "--out", "c.png"], "RUN_DIR 'run' holds no episodes.csv"),
+    (["tools/run_programs.py", "dir", "--seconds", "x"], "argument --seconds: 'x' is not a number"),
+    (["tools/soak.py", "--steps", "x", "--out", "d"], "argument --steps: 'x' is not an integer"),
+    (["tools/soak.py", "--steps", "0", "--out", "d"], "config key run.total_steps = 0 is out of range"),
+    (["tools/peer_sb3.py", "1e3", "500", "x"], "argument CAPACITY: 'x' is not an integer"),
+    (["tools/peer_torch.py", "x"], "argument SECONDS: 'x' is not a number"),
+], ids=lambda value: value if isinstance(value, str) else " ".join(value))
+def test_bad_input_to_any_entry_point_is_one_line_and_exit_2(argv, fragment, tmp_path):
+    _skip_without_optional_packages(argv)
+    result = _run(argv, tmp_path)
+    assert (result.returncode, result.stdout) == (2, ""), result.stderr
+    assert result.stderr.count("\n") == 1 and fragment in result.stderr and "; allowed: " in result.stderr
+    assert list(tmp_path.iterdir()) == []  # nothing half-made
+
+
+@pytest.mark.slow
+def test_a_tool_that_starts_tensorflow_keeps_its_start_up_lines_off_stderr(cartpole_run, tmp_path):
+    result = _run(["tools/plot_learning_curve.py", str(cartpole_run[0]), "--out", "curve.png"], tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "curve.png\n", "")
+    assert (tmp_path / "curve.png").stat().st_size > 0

@@ -37,7 +37,7 @@ def test_a_folder_without_config_yaml_is_refused(tmp_path, run_cmd):
     (["--epsilon", "2"], ["--epsilon 2.0 is out of range", "allowed: a probability in [0, 1]"]),
     (["--epsilon", "-0.1"], ["--epsilon -0.1 is out of range"]),
     (["--video", "x.avi"], ["--video 'x.avi' is not an .mp4 path", "allowed: FILE.mp4"]),
-    (["--episodes", "many"], ["argument --episodes: invalid int value: 'many'"]),
+    (["--episodes", "many"], ["argument --episodes: 'many' is not an integer; allowed: an integer"]),
 ])
 def test_bad_arguments_are_refused_in_one_line(run_folder, run_cmd, args, fragments):
     _one_line_error(run_cmd("tfdqn.evaluate", str(run_folder), *args), *fragments)

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, TINY, run_module
+from tests.conftest import REPO, SMALL_CARTPOLE, SMALL_CONFIG, TINY, run_module
 
 
 def _start(*args):
@@ -51,7 +51,7 @@ def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole
 
 @pytest.mark.slow
 def test_resume_extends_total_steps(tmp_path):
-    args = ["--env", "CartPole", "--total-steps", "600", "--learning-starts", "200", "--quiet",
+    args = [*SMALL_CARTPOLE, "--total-steps", "600", "--learning-starts", "200", "--quiet",
             "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "r"]
     assert run_module("tfdqn.train", *args).returncode == 0
     result = run_module("tfdqn.train", "--resume", str(tmp_path / "r"), "--total-steps", "900", "--quiet")
@@ -63,7 +63,7 @@ def test_resume_extends_total_steps(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_signal_checkpoints_and_exits_cleanly_within_seconds(tmp_path, signum, code):
-    process = _start("--env", "CartPole", "--total-steps", "100000", "--checkpoint-every", "500", "--quiet",
+    process = _start(*SMALL_CARTPOLE, "--total-steps", "100000", "--checkpoint-every", "500", "--quiet",
                      "--logdir", str(tmp_path), "--run-name", "s")
     _wait_for(tmp_path / "s" / "checkpoints" / "ckpt-500.complete", process)
     sent = time.time()
@@ -78,7 +78,7 @@ def test_a_signal_checkpoints_and_exits_cleanly_within_seconds(tmp_path, signum,
 
 @pytest.mark.slow
 def test_a_second_sigint_exits_at_once(tmp_path):
-    process = _start("--env", "CartPole", "--total-steps", "100000", "--checkpoint-every", "500", "--quiet",
+    process = _start(*SMALL_CARTPOLE, "--total-steps", "100000", "--checkpoint-every", "500", "--quiet",
                      "--logdir", str(tmp_path), "--run-name", "s")
     _wait_for(tmp_path / "s" / "checkpoints" / "ckpt-500.complete", process)
     process.send_signal(signal.SIGINT)
@@ -89,7 +89,7 @@ def test_a_second_sigint_exits_at_once(tmp_path):
 
 @pytest.mark.slow
 def test_nan_loss_halts_with_the_env_step_and_keeps_the_last_good_checkpoint(tmp_path):
-    result = run_module("tfdqn.train", "--env", "tests.faulty_envs:NanRewardAfter-v0", "--total-steps", "4000",
+    result = run_module("tfdqn.train", "--env", "tests.faulty_envs:NanRewardAfter-v0", *SMALL_CONFIG, "--total-steps", "4000",
                         "--learning-starts", "200", "--checkpoint-every", "1000", "--set", "run.log_every=100",
                         "--quiet", "--logdir", str(tmp_path), "--run-name", "nan")
     assert result.returncode == 1
@@ -110,7 +110,7 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)]).returncode != 0:
         pytest.skip("mounting a small tmpfs needs root")
     try:
-        result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "5000", "--checkpoint-every", "1000",
+        result = run_module("tfdqn.train", *SMALL_CARTPOLE, "--total-steps", "5000", "--checkpoint-every", "1000",
                             "--quiet", "--logdir", str(mount), "--run-name", "full")
         assert result.returncode == 1
         lines = result.stderr.strip().splitlines()
@@ -127,7 +127,7 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path):
 
 @pytest.mark.slow
 def test_a_crashing_env_is_reported_in_one_line_with_the_checkpoint_kept(tmp_path):
-    result = run_module("tfdqn.train", "--env", "tests.faulty_envs:CrashAfter-v0", "--total-steps", "2000",
+    result = run_module("tfdqn.train", "--env", "tests.faulty_envs:CrashAfter-v0", *SMALL_CONFIG, "--total-steps", "2000",
                         "--learning-starts", "200", "--checkpoint-every", "500", "--quiet",
                         "--logdir", str(tmp_path), "--run-name", "crash")
     assert result.returncode == 1

@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from tests.conftest import TINY, tensorboard_tags
+from tests.conftest import SMALL_CARTPOLE, TINY, tensorboard_tags
 
 
 @pytest.mark.slow
@@ -16,7 +16,7 @@ def test_run_folder_holds_config_events_checkpoints_and_summary(cartpole_run):
     for key in ("wall_seconds", "env_steps_per_sec", "final_eval_return_mean", "final_eval_return_std"):
         assert summary[key] >= 0
     assert summary["final_eval_episodes"] == 2
-    assert json.loads(result.stdout.strip().splitlines()[-1])["run_dir"] == str(run_dir)
+    assert result.stdout.strip().splitlines()[-1] == f"summary: {run_dir / 'summary.json'}"
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["run"]["seed"] == 3 and config["env"]["id"] == "CartPole"
     markers = sorted(p.name for p in (run_dir / "checkpoints").glob("*.complete"))
@@ -73,7 +73,7 @@ def test_any_box_discrete_env_trains_with_the_mlp(tmp_path, run_cmd):
     (["--set", "replay.batch_size=100", "--set", "replay.capacity=10"], "replay.batch_size = 100"),
     (["--set", "run.seed=abc"], "run.seed = 'abc'"),
     (["--config", "no/such.yaml"], "no/such.yaml does not exist"),
-    (["--total-steps", "ten"], "invalid int value: 'ten'"),
+    (["--total-steps", "ten"], "run.total_steps = 'ten' is not an integer; allowed: an integer"),
     (["--run-name", "a/b"], "--run-name 'a/b'"),
     (["--env", "Brekout"], "did you mean Breakout"),
     (["--env", "Pendulum-v1"], "allowed: a Discrete action space"),
@@ -92,7 +92,7 @@ def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path, run_cmd):
     logdir = tmp_path / "runs"
     if "--resume" not in args:
         args = ["--logdir", str(logdir), *args] if "--logdir" not in args else args
-        args = ["--env", "CartPole", *args] if "--env" not in args else args
+        args = [*SMALL_CARTPOLE, *args] if "--env" not in args else args
     result = run_cmd("tfdqn.train", *args, timeout=60)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()

@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from tests.conftest import TINY
+from tests.conftest import TINY, TINY_RUN
 from tfdqn import config as config_lib
 from tfdqn.envs.vector import AtariVector, GymVectorEnv, SingleEnv, ale_game_name, make_vector_env
 
@@ -72,7 +72,7 @@ def test_seeds_give_each_env_its_own_game():
 @pytest.mark.slow
 @pytest.mark.parametrize("env", ["CartPole", "Breakout"])
 def test_train_with_vector_envs_counts_env_steps_across_envs(env, tmp_path, run_cmd):
-    args = [*TINY, "--env", env, "--num-envs", "4", "--training-interval", "2", "--total-steps", "1200",
+    args = [*(TINY if env == "CartPole" else ["--env", env, *TINY_RUN]), "--num-envs", "4", "--training-interval", "2", "--total-steps", "1200",
             "--learning-starts", "400", "--logdir", str(tmp_path), "--run-name", env]
     if env == "Breakout":
         args += ["--set", "replay.capacity=4000", "--set", "run.final_eval_episodes=1",

@@ -8,6 +8,7 @@ import os
 import sys
 import tempfile
 
+from tfdqn import config as config_lib
 from tfdqn.errors import RunFailure, UserError
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter off stderr
@@ -43,6 +44,20 @@ def start_tensorflow() -> None:
             printed = captured.read().decode(errors="replace")
     sys.stderr.write(printed)
     raise failure
+
+
+def number(expected: type):
+    """An argparse type reading a flag's value as `--set` reads a config value (`1e5` and `50_000` are
+    integers), refusing others with the same words: `'ten' is not an integer; allowed: ...`."""
+
+    def parse(text: str):
+        value = config_lib.convert(config_lib.parse_value(text), expected)
+        if value is None:
+            raise argparse.ArgumentTypeError(config_lib.not_a(expected, text))
+        return value
+
+    parse.__name__ = expected.__name__  # argparse names the type in its own messages
+    return parse
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

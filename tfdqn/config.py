@@ -73,11 +73,15 @@ class LearnerConfig:
 class ComputeConfig:
     # Defaults chosen by tools/bench.py on a 2-core CPU machine; docs/performance.md has the figures.
     act_jit_compile: bool = _field(True, "XLA-compile act: 0.52 ms instead of 0.77 ms per batch-1 call on CPU")
-    update_jit_compile: bool = _field(False, "XLA-compile the update: off because oneDNN kernels are faster on CPU")
+    update_jit_compile: bool = _field(False, "XLA-compile the update (not the replay-fed one of replay.device="
+                                             "accelerator, which XLA cannot compile): off here because oneDNN runs "
+                                             "the Nature CNN faster on CPU; on in the classic-control configs")
     act_device: str = _field("auto", "where act runs: auto (beside the learner) or cpu (act on the CPU while "
                                      "the learner uses a GPU)")
     mixed_precision: bool = _field(False, "bfloat16 compute with float32 weights (act on a CPU then runs without "
                                           "XLA); off because CPUs without bf16 units run it slower")
+    deterministic: bool = _field(False, "TensorFlow's deterministic kernels (enable_op_determinism), so a GPU run "
+                                        "repeats bit for bit; off by default, as it slows GPU kernels")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +120,12 @@ class DQNConfig:
     run: RunConfig = dataclasses.field(default_factory=RunConfig)
     compute: ComputeConfig = dataclasses.field(default_factory=ComputeConfig)
 
+    @classmethod
+    def for_env(cls, env: str, overrides: dict | None = None) -> DQNConfig:
+        """The config `python -m tfdqn.train --env ENV --set KEY=VALUE ...` runs, for Python callers:
+        `overrides` maps the keys of --set to values, e.g. {"run.total_steps": 3000}."""
+        return resolve_config([], {**(overrides or {}), "env.id": env})
+
 
 def field_docs() -> dict[str, str]:
     """Every dotted key with its doc, in declaration order, for `--help` and error messages."""
@@ -134,8 +144,21 @@ def _field_type(section: str, name: str):
     return typing.get_type_hints(_section_type(section))[name]
 
 
-def _coerce(key: str, value, expected):
-    """Convert a YAML or `--set` value to the field's type, or name the value and the type wanted."""
+# What each field type accepts, with examples, for the one-line error of a config key or a numeric flag.
+_KINDS = {bool: ("true or false", ""), int: ("an integer", " such as 50000, 5e4 or 50_000"),
+          float: ("a number", " such as 0.001 or 1e-3"), str: ("a string", ""),
+          tuple: ("a list of integers", " such as [256, 256]")}
+
+
+def not_a(expected: type, value) -> str:
+    """`'ten' is not an integer; allowed: an integer such as ...`: the error of a value `convert` refused."""
+    kind, examples = _KINDS[expected]
+    return f"{value!r} is not {kind}; allowed: {kind}{examples}"
+
+
+def convert(value, expected):
+    """`value` (from YAML, `--set` or a flag) as the type `expected`, or None where it is not one of
+    those: `1e5` and `50_000` are integers, as a YAML file or `--set` would give them."""
     if expected is bool:
         if isinstance(value, bool):
             return value
@@ -172,8 +195,15 @@ def _coerce(key: str, value, expected):
                 return tuple(int(v) for v in value.strip("[]() ").split(",") if v.strip())
             except ValueError:
                 pass
-        raise UserError(f"config key {key} = {value!r} is not a list of integers")
-    raise UserError(f"config key {key} = {value!r} is not of type {expected.__name__}")
+    return None
+
+
+def _coerce(key: str, value, expected):
+    """Convert a YAML or `--set` value to the field's type, or name the value and what is allowed."""
+    converted = convert(value, expected)
+    if converted is None:
+        raise UserError(f"config key {key} = {not_a(expected, value)}")
+    return converted
 
 
 def _unknown_key(key: str) -> UserError:
@@ -210,12 +240,8 @@ def _extended_file(path: pathlib.Path, name) -> pathlib.Path:
     return beside if beside.exists() or not packaged.exists() else packaged
 
 
-def read_yaml(path: pathlib.Path, _seen: tuple = ()) -> dict:
-    """A config file's dotted keys, after those of the file it `extends`: a file of that name beside
-    it, or else the packaged one (so a copied config still finds `base.yaml`)."""
-    path = pathlib.Path(path)
-    if path in _seen:
-        raise UserError(f"config file {path} extends itself")
+def _load(path: pathlib.Path) -> dict:
+    """A config file's YAML mapping, or a one-line error naming the file."""
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:
@@ -229,6 +255,16 @@ def read_yaml(path: pathlib.Path, _seen: tuple = ()) -> dict:
     data = data or {}
     if not isinstance(data, dict):
         raise UserError(f"config file {path} holds {type(data).__name__}, expected a mapping of sections")
+    return data
+
+
+def read_yaml(path: pathlib.Path, _seen: tuple = ()) -> dict:
+    """A config file's dotted keys, after those of the file it `extends`: a file of that name beside
+    it, or else the packaged one (so a copied config still finds `base.yaml`)."""
+    path = pathlib.Path(path)
+    if path in _seen:
+        raise UserError(f"config file {path} extends itself")
+    data = _load(path)
     flat = {}
     if "extends" in data:
         flat.update(read_yaml(_extended_file(path, data["extends"]), _seen + (path,)))
@@ -251,17 +287,22 @@ def build_config(files: list, overrides: dict) -> DQNConfig:
     return config
 
 
+def parse_value(raw: str):
+    """A command-line value read as a YAML scalar (1e-4, true, [64, 64]), as `--set` and every flag read it."""
+    try:
+        return yaml.safe_load(raw) if raw.strip() else raw
+    except yaml.YAMLError:
+        return raw
+
+
 def parse_set(items: list[str]) -> dict:
-    """`--set a.b=c` items to a dict; values are parsed as YAML scalars (1e-4, true, [64, 64])."""
+    """`--set a.b=c` items to a dict of `parse_value` values."""
     overrides = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise UserError(f"--set {item!r} is not of the form key=value")
-        try:
-            overrides[key.strip()] = yaml.safe_load(raw) if raw.strip() else raw
-        except yaml.YAMLError:
-            overrides[key.strip()] = raw
+        overrides[key.strip()] = parse_value(raw)
     return overrides
 
 
@@ -302,6 +343,9 @@ def validate(c: DQNConfig) -> None:
     _check(c.learner.optimizer in ("adam", "rmsprop"), "learner.optimizer", c.learner.optimizer, "adam, rmsprop")
     _check(c.replay.device in ("host", "accelerator"), "replay.device", c.replay.device, "host, accelerator")
     _check(c.compute.act_device in ("auto", "cpu"), "compute.act_device", c.compute.act_device, "auto, cpu")
+    if c.compute.deterministic and c.run.async_learner:  # the learner thread's timing picks the batches
+        raise UserError("config key compute.deterministic = True with run.async_learner = True cannot repeat a run; "
+                        "allowed: one of the two")
     _check(c.network.kind in ("auto", "mlp", "nature_cnn"), "network.kind", c.network.kind,
            "auto, mlp, nature_cnn")
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
@@ -334,6 +378,20 @@ def default_config_file(env_name: str) -> pathlib.Path:
     return CONFIG_DIR / ("atari.yaml" if is_atari_id(env_id) else "cartpole.yaml")
 
 
+def resolve_config(files: list, overrides: dict) -> DQNConfig:
+    """The config a command line runs: `files` (none: the packaged one for the env), then the settings
+    the env id implies (`tfdqn.envs.names.implied_settings`: sticky actions, frame skip) for every key
+    that neither a given file (its own keys, not those it extends) nor an override sets, then the overrides."""
+    from tfdqn.envs.names import implied_settings  # envs import this module's dataclasses
+
+    given = [pathlib.Path(f) for f in files]
+    paths = given or [default_config_file(str(overrides.get("env.id") or DQNConfig().env.id))]
+    config = build_config(paths, overrides)
+    explicit = set(overrides).union(*(_flatten(path, _load(path)) for path in given))
+    implied = {key: value for key, value in implied_settings(config.env.id).items() if key not in explicit}
+    return build_config(paths, {**implied, **overrides}) if implied else config
+
+
 def to_dict(config: DQNConfig) -> dict:
     """Nested plain data (tuples as lists) for config.yaml and the TensorBoard hyperparameter table."""
     data = dataclasses.asdict(config)
@@ -344,6 +402,11 @@ def to_dict(config: DQNConfig) -> dict:
     return data
 
 
+def to_yaml(config: DQNConfig) -> str:
+    """The config as YAML, sections and keys in declaration order (config.yaml, `--print-config`)."""
+    return yaml.safe_dump(to_dict(config), sort_keys=False)
+
+
 def save(config: DQNConfig, path: pathlib.Path) -> None:
     """Write the resolved config so that `--config path` reproduces the run."""
-    atomic_write(path, yaml.safe_dump(to_dict(config), sort_keys=False))
+    atomic_write(path, to_yaml(config))

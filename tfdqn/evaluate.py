@@ -1,4 +1,5 @@
-"""Command line: `python -m tfdqn.evaluate RUN_DIR [--episodes N] [--epsilon E] [--video FILE.mp4]`."""
+"""Command line: `python -m tfdqn.evaluate RUN_DIR|POLICY_DIR [--checkpoint latest|best|STEP] [--episodes N]
+[--epsilon E] [--video FILE.mp4]`."""
 
 from __future__ import annotations
 
@@ -9,55 +10,59 @@ import pathlib
 import sys
 
 from tfdqn import config as config_lib
-from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
+from tfdqn.sources import find_source
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python -m tfdqn.evaluate",
-                                description="Evaluate the newest complete checkpoint of a run.")
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by tfdqn.train")
-    parser.add_argument("--episodes", type=int, default=10, metavar="N", help="whole games to play (default 10)")
-    parser.add_argument("--epsilon", type=float, metavar="E",
+                                description="Evaluate a checkpoint of a run (the newest complete one unless "
+                                            "--checkpoint says otherwise) or an exported policy folder.")
+    parser.add_argument("run_dir", metavar="RUN_DIR|POLICY_DIR",
+                        help="a run folder written by tfdqn.train, or a policy folder written by tfdqn.export "
+                             "(its env is the one in its config.yaml)")
+    parser.add_argument("--checkpoint", metavar="latest|best|STEP",
+                        help="a run's checkpoint: the newest complete one (default), the one with the best periodic "
+                             "evaluation return, or the one saved at env step STEP")
+    parser.add_argument("--episodes", type=number(int), default=10, metavar="N", help="whole games to play (default 10)")
+    parser.add_argument("--epsilon", type=number(float), metavar="E",
                         help="random-action probability (default: the run's exploration.eval_epsilon)")
-    parser.add_argument("--seed", type=int, default=12345, metavar="S", help="seed of the evaluation env and actor")
+    parser.add_argument("--seed", type=number(int), default=12345, metavar="S", help="seed of the evaluation env and actor")
     parser.add_argument("--video", metavar="FILE.mp4", help="record the first episode to this MP4 file")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
 
 
 def _main(args: argparse.Namespace) -> int:
-    run_dir = pathlib.Path(args.run_dir)
-    if not (run_dir / "config.yaml").is_file():
-        raise UserError(f"RUN_DIR {str(run_dir)!r} holds no config.yaml; allowed: a run folder written by tfdqn.train")
+    source = find_source(args.run_dir, args.checkpoint)
     if args.episodes < 1:
         raise UserError(f"--episodes {args.episodes} is out of range; allowed: an integer >= 1")
     if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
         raise UserError(f"--epsilon {args.epsilon} is out of range; allowed: a probability in [0, 1]")
     if args.video and not args.video.endswith(".mp4"):
         raise UserError(f"--video {args.video!r} is not an .mp4 path; allowed: FILE.mp4")
-    config = config_lib.build_config([run_dir / "config.yaml"], {"run.seed": args.seed})
+    config = config_lib.build_config([source.config_file], {"run.seed": args.seed})
     epsilon = config.exploration.eval_epsilon if args.epsilon is None else args.epsilon
 
     start_tensorflow()
     from tfdqn.agent.agent import make_agent
-    from tfdqn.run.checkpoint import Checkpointer
+    from tfdqn.policy import restore_weights
     from tfdqn.envs.make import describe_protocol, make_env
     from tfdqn.run.evaluation import run_episodes
-    from tfdqn.video import VideoRecorder
+    from tfdqn.video import VideoRecorder, video_fps
 
     env, spec = make_env(config.env, seed=args.seed, evaluation=True, render=bool(args.video))
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
-    env_steps, _ = Checkpointer(run_dir / "checkpoints", agent).restore_latest(with_loop_state=False,
-                                                                               mark_broken=False)
-    recorder = VideoRecorder(pathlib.Path(args.video)) if args.video else None
+    env_steps = restore_weights(source, agent.online)
+    recorder = VideoRecorder(pathlib.Path(args.video), video_fps(env, config.env)) if args.video else None
     with contextlib.closing(env), recorder or contextlib.nullcontext():  # an error leaves no partial video
         returns = run_episodes(env, spec, agent.actor, args.episodes, epsilon, seed=args.seed,
-                               on_step=recorder.capture if recorder else None)
+                               on_step=recorder.on_step if recorder else None)
     import numpy as np
 
     print(describe_protocol(config.env, spec, epsilon))
-    print(json.dumps({"run_dir": str(run_dir), "checkpoint_env_steps": env_steps, "episodes": len(returns),
+    print(json.dumps({"run_dir": str(source.path), "checkpoint_env_steps": env_steps, "episodes": len(returns),
                       "epsilon": epsilon, "return_mean": float(np.mean(returns)),
                       "return_std": float(np.std(returns)), "returns": returns,
                       **({"video": args.video, "video_frames": recorder.frames} if recorder else {})}))

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
+import shlex
 import sys
 
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
 from tfdqn.errors import UserError
-from tfdqn.run.run_dir import choose_run_dir, load_run_config
+from tfdqn.run.lock import refuse_if_held
+from tfdqn.run.run_dir import choose_run_dir, finished_summary, load_run_config
 from tfdqn.run.signals import exit_code
 
-FLAG_KEYS = {  # dedicated flags and the config key each one sets
-    "env": "env.id",
+NUMBER_FLAGS = {  # dedicated numeric flags and the config key each one sets; values are read as --set reads them
     "total_steps": "run.total_steps",
     "training_interval": "run.training_interval",
     "num_envs": "run.num_envs",
@@ -31,20 +31,22 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(
         prog="python -m tfdqn.train", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Train DQN with a compiled actor and learner. Configs: tfdqn/configs/cartpole.yaml for "
-                    "vector-observation envs, tfdqn/configs/atari.yaml for ALE games; flags and --set override them.",
+                    "vector-observation envs, tfdqn/configs/atari.yaml for ALE games; flags and --set override them, "
+                    "and read numbers alike (1e5 and 100_000 are integers).",
         epilog=f"config keys for --set key=value (defaults before any config file):\n{keys}")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue RUN_DIR from its newest complete checkpoint with its saved config "
-                             "(only --total-steps may be given with it, to extend the run)")
+                             "(--total-steps N extends it); a complete run is reported and left as it is")
     parser.add_argument("--env", help=docs["env.id"])
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
                         help="YAML config file; repeatable, later files win (default: chosen from --env)")
-    parser.add_argument("--total-steps", type=int, metavar="N", help=docs["run.total_steps"])
-    parser.add_argument("--training-interval", type=int, metavar="K", help=docs["run.training_interval"])
-    parser.add_argument("--learning-starts", type=int, metavar="N", help=docs["run.learning_starts"])
-    parser.add_argument("--num-envs", type=int, metavar="N", help=docs["run.num_envs"])
-    parser.add_argument("--seed", type=int, metavar="S", help=docs["run.seed"])
-    parser.add_argument("--checkpoint-every", type=int, metavar="N", help=docs["run.checkpoint_every"])
+    parser.add_argument("--total-steps", metavar="N", help=docs["run.total_steps"])
+    parser.add_argument("--training-interval", metavar="K", help=docs["run.training_interval"])
+    parser.add_argument("--learning-starts", metavar="N", help=docs["run.learning_starts"])
+    parser.add_argument("--num-envs", metavar="N", help=docs["run.num_envs"])
+    parser.add_argument("--seed", metavar="S", help=docs["run.seed"])
+    parser.add_argument("--checkpoint-every", metavar="N", help=docs["run.checkpoint_every"])
+    parser.add_argument("--deterministic", action="store_true", help=docs["compute.deterministic"])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config key (repeatable), e.g. --set learner.learning_rate=1e-4")
     parser.add_argument("--logdir", default="runs", metavar="DIR", help="folder that holds run folders")
@@ -52,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--profile-steps", metavar="A:B",
                         help="record a TensorFlow profiler trace of env steps A to B into <run>/profile "
                              "(view it in TensorBoard's profile tab: pip install -e \".[profile]\")")
+    parser.add_argument("--print-config", action="store_true",
+                        help="print the resolved config as YAML and exit, making no run folder")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
@@ -64,31 +68,27 @@ def _default(config, key: str):
 
 def resolve_config(args: argparse.Namespace) -> config_lib.DQNConfig:
     overrides = config_lib.parse_set(args.set)
-    for flag, key in FLAG_KEYS.items():
-        if getattr(args, flag) is not None:
-            overrides[key] = getattr(args, flag)
-    files = [pathlib.Path(f) for f in args.config]
-    if not files:
-        env_name = overrides.get("env.id") or config_lib.DQNConfig().env.id
-        files = [config_lib.default_config_file(str(env_name))]
-    config = config_lib.build_config(files, overrides)
-    from tfdqn.envs.make import resolve_env_id
-
-    resolve_env_id(config.env.id)
-    return config
+    overrides.update({key: config_lib.parse_value(getattr(args, flag)) for flag, key in NUMBER_FLAGS.items()
+                      if getattr(args, flag) is not None})
+    if args.env is not None:
+        overrides["env.id"] = args.env
+    if args.deterministic:
+        overrides["compute.deterministic"] = True
+    return config_lib.resolve_config(args.config, overrides)
 
 
 def parse_profile_steps(text: str | None, total_steps: int) -> tuple[int, int] | None:
-    """`A:B` with 1 <= A < B <= total_steps + 1, or a one-line error naming the value."""
+    """`A:B` with 1 <= A < B <= total_steps + 1 (each read as --set reads an integer), or a one-line error."""
     if text is None:
         return None
     first, sep, last = text.partition(":")
-    if sep and first.strip().isdigit() and last.strip().isdigit() and 1 <= int(first) < int(last) <= total_steps + 1:
-        return int(first), int(last)
+    steps = [config_lib.convert(config_lib.parse_value(part), int) for part in (first, last)] if sep else [None]
+    if None not in steps and 1 <= steps[0] < steps[1] <= total_steps + 1:
+        return steps[0], steps[1]
     raise UserError(f"--profile-steps {text!r} is not a step range; allowed: A:B with 1 <= A < B <= {total_steps + 1}")
 
 
-RESUME_FLAGS = {"resume", "total_steps", "quiet", "debug"}
+RESUME_FLAGS = {"resume", "total_steps", "print_config", "quiet", "debug"}
 
 
 def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[config_lib.DQNConfig, pathlib.Path]:
@@ -98,9 +98,15 @@ def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     if given:
         flag = "--" + given[0].replace("_", "-")
         raise UserError(f"{flag} cannot be used with --resume (the run keeps its saved config); allowed with "
-                        f"--resume: --total-steps, --quiet, --debug")
+                        f"--resume: --total-steps, --print-config, --quiet, --debug")
     run_dir = pathlib.Path(args.resume)
-    return load_run_config(run_dir, args.total_steps), run_dir
+    total_steps = config_lib.parse_value(args.total_steps) if args.total_steps is not None else None
+    return load_run_config(run_dir, total_steps), run_dir
+
+
+def final_evaluation_line(summary: dict) -> str:
+    return (f"final evaluation: {summary['final_eval_episodes']} episodes, return "
+            f"{summary['final_eval_return_mean']:.1f} ± {summary['final_eval_return_std']:.1f}")
 
 
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
@@ -108,18 +114,30 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         config, run_dir = resume_config(args, parser)
     else:
         config = resolve_config(args)
+    if args.print_config:
+        print(config_lib.to_yaml(config), end="")
+        return 0
     profile_steps = parse_profile_steps(args.profile_steps, config.run.total_steps)
-    if not args.resume:
+    if args.resume:
+        finished = finished_summary(run_dir, config.run.total_steps)
+        if finished:  # resuming would only rewrite its files: leave every byte as it is
+            print(f"run {run_dir} is complete ({finished['env_steps']} env steps), {final_evaluation_line(finished)}; "
+                  f"nothing to do (to train on: --resume {run_dir} --total-steps N with a larger N)")
+            return 0
+        refuse_if_held(run_dir)
+    else:
         run_dir = choose_run_dir(args.logdir, args.run_name, config)
+    print(f"run folder: {run_dir}\nTensorBoard: tensorboard --logdir {shlex.quote(str(run_dir))}", flush=True)
     start_tensorflow()
     from tfdqn.run.loop import train  # imports TensorFlow
 
     summary = train(config, run_dir, quiet=args.quiet, profile_steps=profile_steps, resume=bool(args.resume))
-    print(json.dumps({"run_dir": str(run_dir), **{k: v for k, v in summary.items() if k != "final_eval_returns"}}))
     if "stopped_by" in summary:
         print(f"stopped by {summary['stopped_by']} at env step {summary['env_steps']}; checkpoint saved; "
               f"continue with: python -m tfdqn.train --resume {run_dir}", file=sys.stderr)
         return exit_code(summary["stopped_by"])
+    print(final_evaluation_line(summary))
+    print(f"summary: {run_dir / 'summary.json'}")
     return 0
 
 

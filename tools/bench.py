@@ -3,7 +3,7 @@
     python tools/bench.py [--quick] [--peer torch] [--peer sb3] --out FILE.json
 
 The limit: `peak_flops` (a large float32 matmul, timed here) against `update_flops` (one batch-32
-Nature-CNN update, counted from the layer shapes), and the env's own ceiling (random actions through
+Nature-CNN update, counted from the layer shapes; `mlp_update_flops` for CartPole's network), and the env's own ceiling (random actions through
 the env path training uses). tfdqn's figures: its update (plain, fused, XLA, bfloat16), act at batch 1
 and 8, and the real trainer (`python -m tfdqn.train`) on Breakout. Peers run in their own processes
 right after, so each ratio compares figures taken minutes apart on the same machine. Prints a table
@@ -12,7 +12,6 @@ and writes every figure to the JSON file.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import pathlib
@@ -27,6 +26,8 @@ import numpy as np
 from bench_timing import calls_per_second
 
 from tfdqn.atomic import write_json
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.errors import UserError
 
 TOOLS = pathlib.Path(__file__).resolve().parent
 REPO = TOOLS.parent
@@ -95,6 +96,37 @@ def program_figures(seconds: float) -> dict:
     return figures
 
 
+MLP_CALLS = ((4, False), (4, True), (64, True))  # (updates per call, XLA): before, XLA alone, the CartPole default
+
+
+def mlp_update_figures(seconds: float) -> dict:
+    """The CartPole network's update (4-256-256-2, batch 64, double DQN) as the loop runs it: k batches
+    sampled by the host ring, then one fused call. Before `run.update_every` and XLA by default, the
+    8-env interval-2 loop made 4 per call without XLA; the default config now makes 64 with XLA."""
+    from tfdqn import config as config_lib
+    from tfdqn.agent.agent import make_agent
+    from tfdqn.replay.ring import ReplayRing
+    from tfdqn.run.drivers import HostReplayUpdates
+    from tfdqn.telemetry.flops import update_flops
+
+    ring = ReplayRing(50_000, (4,), np.float32, num_streams=8, seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(50_000 // 8):
+        ring.add(rng.normal(size=(8, 4)).astype(np.float32), rng.integers(0, 2, 8), np.ones(8, np.float32),
+                 rng.random(8) < 0.01, np.zeros(8, bool), rng.normal(size=(8, 4)).astype(np.float32))
+    figures = {}
+    for k, xla in MLP_CALLS:
+        config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"],
+                                         {"compute.update_jit_compile": xla, "replay.batch_size": 64})
+        agent = make_agent(config, (4,), np.float32, 2)
+        source = HostReplayUpdates(agent.learner, ring, 64)
+        rate = k * calls_per_second(lambda: source.run(source.prepare(k))["td_loss"].numpy(), seconds)
+        figures[f"mlp_updates_per_sec_k{k}{'_xla' if xla else ''}"] = rate
+        figures.setdefault("mlp_update_flops", update_flops(agent.online, 64, config.learner.double_dqn))
+    figures["mlp_update_speedup"] = figures["mlp_updates_per_sec_k64_xla"] / figures["mlp_updates_per_sec_k4"]
+    return figures
+
+
 def env_ceilings(steps: int, num_envs: int) -> dict:
     """Breakout env steps/s under random actions: one `make_env` env, and the AtariVectorEnv that
     `--num-envs` uses (the ceiling acting with that many envs is measured against)."""
@@ -151,6 +183,13 @@ ROWS = [  # (key, label, peer key)
     ("update_roofline_fraction", "update roofline fraction", None),
     ("update_roofline_fraction_fused", "update roofline fraction, fused", None),
     ("update_roofline_fraction_bfloat16", "update roofline fraction, bfloat16 (of the bfloat16 peak)", None),
+    ("mlp_update_flops", "FLOPs per MLP update (4-256-256-2, batch 64)", None),
+    ("mlp_updates_per_sec_k4", "MLP updates/s, 4 per call, sampled (before)", None),
+    ("mlp_update_roofline_fraction_k4", "  roofline fraction", None),
+    ("mlp_updates_per_sec_k4_xla", "MLP updates/s, 4 per call, XLA", None),
+    ("mlp_updates_per_sec_k64_xla", "MLP updates/s, 64 per call, XLA (CartPole default)", None),
+    ("mlp_update_roofline_fraction_k64_xla", "  roofline fraction", None),
+    ("mlp_update_speedup", "MLP update speed-up, default / before", None),
     ("act_per_sec_b1", "act calls/s, batch 1 (XLA)", "torch:act_per_sec_b1"),
     ("act_per_sec_b1_no_xla", "act calls/s, batch 1, no XLA", "torch:act_per_sec_b1"),
     ("act_per_sec_b8", "act calls/s, batch 8", "torch:act_per_sec_b8"),
@@ -192,15 +231,22 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python tools/bench.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="shorter timings and runs, no async or device-replay trainer runs (under 3 minutes)")
     parser.add_argument("--peer", action="append", choices=["torch", "sb3"], default=[],
                         help="add a peer's figures (needs the compare extra: pip install -e '.[compare]')")
-    parser.add_argument("--num-envs", type=int, default=8, help="envs for the vector figures (default 8)")
+    parser.add_argument("--num-envs", type=number(int), default=8, help="envs for the vector figures (default 8)")
     parser.add_argument("--out", type=pathlib.Path, required=True, help="JSON file to write")
-    args = parser.parse_args(argv)
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def _main(args) -> int:
+    if args.num_envs < 1:
+        raise UserError(f"--num-envs {args.num_envs} is out of range; allowed: an integer >= 1")
+    start_tensorflow()
     seconds = 1.0 if args.quick else 6.0
     steps = 3_000 if args.quick else 12_000
     learning_starts, capacity = 500, 50_000
@@ -208,6 +254,10 @@ def main(argv=None) -> int:
                "num_envs": args.num_envs, "seconds_per_timing": seconds, "trainer_steps": steps,
                "trainer_learning_starts": learning_starts, "replay_capacity": capacity}
     results.update(program_figures(seconds))
+    results.update(mlp_update_figures(seconds))
+    for key in ("k4", "k64_xla"):
+        results[f"mlp_update_roofline_fraction_{key}"] = (results[f"mlp_updates_per_sec_{key}"]
+                                                         * results["mlp_update_flops"] / results["peak_flops"])
     results.update(env_ceilings(4 * steps, args.num_envs))
     results["acting_steps_per_sec_envs"] = trainer_steps_per_sec(4 * steps, 10**9, capacity, args.num_envs)
     results["acting_share_of_ceiling"] = results["acting_steps_per_sec_envs"] / results["env_steps_per_sec_ceiling"]
@@ -238,6 +288,10 @@ def main(argv=None) -> int:
     write_json(args.out, results)
     print(results["table"])
     return 0
+
+
+def main(argv=None) -> int:
+    return run_cli(build_parser(), _main, argv)
 
 
 if __name__ == "__main__":

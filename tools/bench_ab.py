@@ -12,13 +12,18 @@ new / base ratios, and writes every figure to the JSON file.
 
 from __future__ import annotations
 
-import argparse
 import pathlib
 import statistics
 import subprocess
 import sys
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tfdqn.atomic import write_json  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
+from tfdqn.errors import UserError  # noqa: E402
+
 ROWS = {"train_steps_per_sec_interval4": 1, "train_steps_per_sec_interval4_envs": 8}  # row -> envs
 
 
@@ -30,18 +35,22 @@ def trainer_figure(checkout: pathlib.Path, steps: int, num_envs: int) -> float:
     return float(result.stdout.strip().splitlines()[-1])
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python tools/bench_ab.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--base", type=pathlib.Path, required=True, help="the other checkout (e.g. a git worktree)")
-    parser.add_argument("--rounds", type=int, default=3, help="alternating rounds (default 3)")
-    parser.add_argument("--steps", type=int, default=3_000, help="env steps per trainer run (bench --quick: 3000)")
+    parser.add_argument("--rounds", type=number(int), default=3, help="alternating rounds (default 3)")
+    parser.add_argument("--steps", type=number(int), default=3_000,
+                        help="env steps per trainer run (bench --quick: 3000)")
     parser.add_argument("--out", type=pathlib.Path, required=True, help="JSON file to write")
-    args = parser.parse_args(argv)
-    if not (args.base / "tools" / "bench.py").is_file():
-        parser.exit(2, f"{parser.prog}: error: --base {str(args.base)!r} holds no tools/bench.py; allowed: a checkout "
-                       f"of this project\n")
-    from tfdqn.atomic import write_json
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
 
+
+def _main(args) -> int:
+    if not (args.base / "tools" / "bench.py").is_file():
+        raise UserError(f"--base {str(args.base)!r} holds no tools/bench.py; allowed: a checkout of this project")
+    if args.rounds < 1 or args.steps < 1:
+        raise UserError(f"--rounds {args.rounds} / --steps {args.steps} is out of range; allowed: integers >= 1")
     figures = {name: {row: [] for row in ROWS} for name in ("base", "new")}
     for round_ in range(args.rounds):
         for name, checkout in (("base", args.base), ("new", REPO)):
@@ -61,4 +70,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(build_parser(), _main, None))

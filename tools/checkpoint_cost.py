@@ -10,7 +10,6 @@ JSON. The checkpoint folder is deleted afterwards unless --dir is given.
 
 from __future__ import annotations
 
-import argparse
 import json
 import pathlib
 import shutil
@@ -22,26 +21,36 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from tfdqn.agent.agent import make_agent  # noqa: E402
-from tfdqn.run.checkpoint import Checkpointer  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
 from tfdqn.config import CONFIG_DIR, build_config  # noqa: E402
-from tfdqn.replay.ring import ReplayRing  # noqa: E402
+from tfdqn.errors import UserError  # noqa: E402
 
 
-def add_transitions(replay: ReplayRing, count: int, frames: np.ndarray, start: int) -> None:
+def add_transitions(replay, count: int, frames: np.ndarray, start: int) -> None:
     for t in range(start, start + count):
         frame = frames[t % len(frames)][None]
         replay.add(frame, [t % 4], [0.0], [t % 1000 == 999], [False], frame)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--capacity", type=int, default=1_000_000, help="replay transitions")
-    parser.add_argument("--new", type=int, nargs="+", default=[250_000, 10_000],
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python tools/checkpoint_cost.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--capacity", type=number(int), default=1_000_000, help="replay transitions")
+    parser.add_argument("--new", type=number(int), nargs="+", default=[250_000, 10_000],
                         help="transitions added before each later save")
     parser.add_argument("--dir", help="checkpoint folder to keep (default: a temporary one, deleted)")
-    args = parser.parse_args()
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def _main(args) -> int:
     config = build_config([CONFIG_DIR / "atari.yaml"], {"replay.capacity": args.capacity})
+    if min(args.new) < 1:
+        raise UserError(f"--new {args.new} must list positive counts; allowed: e.g. --new 250000 10000")
+    start_tensorflow()
+    from tfdqn.agent.agent import make_agent
+    from tfdqn.replay.ring import ReplayRing
+    from tfdqn.run.checkpoint import Checkpointer
+
     frames = np.random.default_rng(0).integers(0, 256, (64, 84, 84), dtype=np.uint8)
     replay = ReplayRing(config.replay.capacity, (84, 84), np.uint8, 4)
     agent = make_agent(config, replay.observation_shape, np.uint8, 4)
@@ -64,7 +73,8 @@ def main() -> None:
     for row in rows:
         print(f"| {row['save']} | {row['new_transitions']:,} | {row['seconds']:.2f} | {row['bytes']:,} |")
     print(json.dumps({"replay_capacity": args.capacity, "replay_bytes": replay.nbytes, "saves": rows}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_cli(build_parser(), _main, None))

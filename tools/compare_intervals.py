@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from tfdqn import config as config_lib  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, run_cli  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
 from tfdqn.run.run_dir import choose_run_dir  # noqa: E402
 from tfdqn.run.signals import exit_code  # noqa: E402
@@ -30,11 +30,11 @@ BASE_COLUMNS = ["training_interval", "env_steps", "updates", "wall_seconds", "en
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python tools/compare_intervals.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole", help="env name or id, as for tfdqn.train")
-    parser.add_argument("--intervals", type=int, nargs="+", default=[1, 2, 4, 8, 16], metavar="K",
+    parser.add_argument("--intervals", type=number(int), nargs="+", default=[1, 2, 4, 8, 16], metavar="K",
                         help="training intervals to compare (env steps per update)")
-    parser.add_argument("--steps", type=int, default=4000, metavar="N", help="env steps per run")
-    parser.add_argument("--learning-starts", type=int, metavar="N", help="default: 5%% of --steps, at least 100")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=number(int), default=4000, metavar="N", help="env steps per run")
+    parser.add_argument("--learning-starts", type=number(int), metavar="N", help="default: 5%% of --steps, at least 100")
+    parser.add_argument("--seed", type=number(int), default=0, help="seed of every run (default 0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the runs, CSV, table and plot")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
@@ -42,13 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def make_config(args: argparse.Namespace, interval: int) -> config_lib.DQNConfig:
-    """The env's default config with the sweep's run settings; a replay as large as the run."""
+    """The env's config as `python -m tfdqn.train --env` resolves it, with the sweep's run settings and a
+    replay as large as the run."""
     learning_starts = args.learning_starts if args.learning_starts is not None else max(args.steps // 20, 100)
     overrides = {"replay.capacity": max(args.steps, 1000), **config_lib.parse_set(args.set), "env.id": args.env,
                  "run.total_steps": args.steps, "run.training_interval": interval, "run.seed": args.seed,
                  "run.learning_starts": learning_starts, "run.log_every": max(args.steps // 10, 1),
                  "run.checkpoint_every": 0, "run.eval_every": 0, "run.final_eval_episodes": 1}
-    return config_lib.build_config([config_lib.default_config_file(args.env)], overrides)
+    return config_lib.resolve_config([], overrides)
 
 
 def row_from_summary(summary: dict) -> dict:
@@ -119,6 +120,7 @@ def _main(args: argparse.Namespace) -> int:
     out = pathlib.Path(args.out)
     configs = {k: make_config(args, k) for k in args.intervals}  # every config validated before any run
     run_dirs = {k: choose_run_dir(str(out), f"interval_{k}", configs[k]) for k in args.intervals}
+    start_tensorflow()
     from tfdqn.run.loop import train
 
     rows, gpu, env_id = [], "no GPU", args.env

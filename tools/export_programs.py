@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import pathlib
 import sys
 
@@ -28,7 +27,8 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from tfdqn import config as config_lib  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow  # noqa: E402
+from tfdqn.atomic import write_json  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
 
 MANIFEST_FORMAT = 1
@@ -42,9 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python tools/export_programs.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="Breakout", help="env name or id, as for tfdqn.train (default Breakout)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
-    parser.add_argument("--act-batches", type=int, nargs="+", default=[1, 8, 64], metavar="B",
+    parser.add_argument("--act-batches", type=number(int), nargs="+", default=[1, 8, 64], metavar="B",
                         help="observations per act call, one act program each")
-    parser.add_argument("--fused-k", type=int, nargs="+", default=[1, 2, 4, 8], metavar="K",
+    parser.add_argument("--fused-k", type=number(int), nargs="+", default=[1, 2, 4, 8], metavar="K",
                         help="updates per update_many call, one fused program each")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the modules and manifest.json")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
@@ -53,8 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def make_config(env: str, sets: list[str]) -> config_lib.DQNConfig:
     """The trainer's config for `env`: the same file choice and overrides as `python -m tfdqn.train`."""
-    overrides = {**config_lib.parse_set(sets), "env.id": env}
-    return config_lib.build_config([config_lib.default_config_file(env)], overrides)
+    return config_lib.resolve_config([], {**config_lib.parse_set(sets), "env.id": env})
 
 
 def build_agent(config: config_lib.DQNConfig):
@@ -239,7 +238,7 @@ def export_programs(agent, config, spec, out: pathlib.Path, act_batches: list[in
                 "env": {"id": spec.env_id, "is_atari": spec.is_atari, "observation_shape": list(spec.observation_shape),
                         "frame_dtype": np.dtype(spec.frame_dtype).name, "num_actions": spec.num_actions},
                 "config": config_lib.to_dict(config), "variables_file": "variables.npz", "programs": programs}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    write_json(out / "manifest.json", manifest)
     return manifest
 
 

@@ -5,18 +5,24 @@ Run by bench.py in its own process: `python tools/peer_sb3.py TOTAL_STEPS LEARNI
 SB3's DQN has no double-DQN option, so its update does one forward pass fewer than tfdqn's."""
 
 import json
+import pathlib
 import sys
 import time
 
-import ale_py
-import gymnasium
-import torch
-from stable_baselines3 import DQN
-from stable_baselines3.common.env_util import make_atari_env
-from stable_baselines3.common.vec_env import VecFrameStack
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tfdqn.cli import OneLineErrorParser, number, start_tensorflow  # noqa: E402
 
 
 def steps_per_second(total_steps: int, learning_starts: int, capacity: int) -> dict:
+    start_tensorflow()  # SB3 imports TensorFlow (through TensorBoard): its C++ start-up lines stay off stderr
+    import ale_py
+    import gymnasium
+    import torch
+    from stable_baselines3 import DQN
+    from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.vec_env import VecFrameStack
+
     gymnasium.register_envs(ale_py)
     # SB3's AtariWrapper adds no-op starts (30), frame skip 4 with max-pooling, life loss as terminal,
     # FIRE on reset, reward clipping and 84x84 grayscale: the steps tfdqn's env applies.
@@ -35,5 +41,15 @@ def steps_per_second(total_steps: int, learning_starts: int, capacity: int) -> d
             "stable_baselines3": __import__("stable_baselines3").__version__}
 
 
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineErrorParser(prog="python tools/peer_sb3.py", description=__doc__.split("\n\n")[0])
+    for name, doc in (("total_steps", "env steps to train"), ("learning_starts", "env steps before the first update"),
+                      ("capacity", "replay transitions")):
+        parser.add_argument(name, type=number(int), metavar=name.upper(), help=doc)
+    args = parser.parse_args(argv)
+    print(json.dumps(steps_per_second(args.total_steps, args.learning_starts, args.capacity)))
+    return 0
+
+
 if __name__ == "__main__":
-    print(json.dumps(steps_per_second(*(int(a) for a in sys.argv[1:4]))))
+    sys.exit(main())

@@ -4,9 +4,17 @@ says what tfdqn's compiled graphs buy. Imported only when `--peer torch` asks fo
 
 from __future__ import annotations
 
+import json
+import pathlib
+import sys
+
 import numpy as np
 import torch
 from torch import nn
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tfdqn.cli import OneLineErrorParser, number  # noqa: E402
 
 
 def nature_cnn(num_actions: int, stack_size: int = 4) -> nn.Module:
@@ -90,8 +98,13 @@ def measure(seconds: float, batch_size: int = 32, num_actions: int = 4) -> dict:
             "act_per_sec_b8_bfloat16": calls_per_second(lambda: peer_bf16.act(eight, 0.05), seconds)}
 
 
-if __name__ == "__main__":
-    import json
-    import sys
+def main(argv: list[str] | None = None) -> int:
+    parser = OneLineErrorParser(prog="python tools/peer_torch.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("seconds", nargs="?", type=number(float), default=3.0, metavar="SECONDS",
+                        help="seconds per timing (default 3)")
+    print(json.dumps(measure(parser.parse_args(argv).seconds)))
+    return 0
 
-    print(json.dumps(measure(float(sys.argv[1]) if len(sys.argv) > 1 else 3.0)))
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -5,15 +5,16 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import pathlib
-
 import sys
 
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
+from tfdqn.errors import UserError  # noqa: E402
 
 
 def training_returns(run_dir: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:
@@ -23,21 +24,30 @@ def training_returns(run_dir: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:
 
 def eval_returns(run_dir: pathlib.Path) -> tuple[list, list]:
     """`charts/eval_return` from the run's TensorBoard events (periodic evaluations)."""
+    start_tensorflow()
     from tfdqn.telemetry.tensorboard import read_scalars
 
     points = read_scalars(run_dir, "charts/eval_return")
     return [step for step, _ in points], [value for _, value in points]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("run_dir")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--window", type=int, default=50, help="episodes in the moving average")
-    parser.add_argument("--final", type=float, help="final evaluation mean to mark at the last step")
-    parser.add_argument("--random", type=float, help="random policy's mean under the same protocol")
-    args = parser.parse_args()
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python tools/plot_learning_curve.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by tfdqn.train")
+    parser.add_argument("--out", required=True, metavar="FILE.png", help="image to write")
+    parser.add_argument("--window", type=number(int), default=50, help="episodes in the moving average")
+    parser.add_argument("--final", type=number(float), help="final evaluation mean to mark at the last step")
+    parser.add_argument("--random", type=number(float), help="random policy's mean under the same protocol")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def _main(args) -> int:
     run_dir = pathlib.Path(args.run_dir)
+    if not (run_dir / "episodes.csv").is_file():
+        raise UserError(f"RUN_DIR {str(run_dir)!r} holds no episodes.csv; allowed: a run folder written by tfdqn.train")
+    if args.window < 1:
+        raise UserError(f"--window {args.window} is out of range; allowed: an integer >= 1")
     import matplotlib
 
     matplotlib.use("Agg")
@@ -59,9 +69,13 @@ def main() -> None:
     ax.set(xlabel="agent steps", ylabel="return (raw game score)", title=run_dir.name)
     ax.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(args.out, dpi=110)
+    try:
+        fig.savefig(args.out, dpi=110)
+    except OSError as error:
+        raise UserError(f"--out {args.out!r} cannot be written ({error.strerror}); allowed: a writable file path") from None
     print(args.out)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_cli(build_parser(), _main, None))

@@ -27,7 +27,8 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from tfdqn.cli import OneLineErrorParser, run_cli  # noqa: E402  (TensorFlow-free: argparse and errors only)
+from tfdqn.atomic import write_json  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402  (TensorFlow-free: argparse and errors only)
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
 
 INTERVALS = (1, 4, 8)  # training intervals (env steps per update) for the ceilings
@@ -36,12 +37,12 @@ INTERVALS = (1, 4, 8)  # training intervals (env steps per update) for the ceili
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python tools/run_programs.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", metavar="DIR", help="folder written by tools/export_programs.py")
-    parser.add_argument("--seconds", type=float, default=5.0, metavar="S", help="timed calls per program (seconds)")
+    parser.add_argument("--seconds", type=number(float), default=5.0, metavar="S", help="timed calls per program (seconds)")
     parser.add_argument("--programs", nargs="+", metavar="NAME", help="time only these programs (default: all)")
     parser.add_argument("--atari-env", action="store_true",
                         help="also step the exported ALE game with the trainer's AtariVectorEnv (needs ale-py, "
                              "gymnasium, pyyaml)")
-    parser.add_argument("--num-envs", type=int, nargs="+", default=[8], metavar="N",
+    parser.add_argument("--num-envs", type=number(int), nargs="+", default=[8], metavar="N",
                         help="AtariVectorEnv sizes for --atari-env; a ceiling needs an act program of batch N")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
@@ -344,7 +345,7 @@ def run(folder: pathlib.Path, seconds: float, names: list[str] | None = None, at
     if atari_envs:
         report["end_to_end"] = [row for n in atari_envs
                                 for row in end_to_end(rows, n, vector_env_rate(manifest, n, seconds))]
-    (folder / "timings.json").write_text(json.dumps(report, indent=1) + "\n")
+    write_json(folder / "timings.json", report)
     (folder / "timings.md").write_text(markdown(report))
     return report
 

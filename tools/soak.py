@@ -8,7 +8,6 @@ Writes DIR/soak.csv (env step, RSS), DIR/soak.png and prints the growth after th
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import pathlib
@@ -16,22 +15,29 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
 from tfdqn.config import CONFIG_DIR, build_config  # noqa: E402
+from tfdqn.run.run_dir import make_run_dir  # noqa: E402
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--steps", type=int, default=200_000)
-    parser.add_argument("--capacity", type=int, default=20_000, help="replay transitions (fills early)")
-    parser.add_argument("--training-interval", type=int, default=4)
-    parser.add_argument("--out", required=True)
-    args = parser.parse_args()
-    out = pathlib.Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python tools/soak.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=number(int), default=200_000, help="env steps (default 200000)")
+    parser.add_argument("--capacity", type=number(int), default=20_000, help="replay transitions (fills early)")
+    parser.add_argument("--training-interval", type=number(int), default=4, help="env steps per update (default 4)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder for the run, soak.csv and soak.png")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def _main(args) -> int:
     config = build_config([CONFIG_DIR / "cartpole.yaml"], {
         "run.total_steps": args.steps, "replay.capacity": args.capacity,
         "run.training_interval": args.training_interval, "run.log_every": max(args.steps // 200, 1),
         "run.checkpoint_every": max(args.steps // 4, 1), "run.final_eval_episodes": 1})
+    out = pathlib.Path(args.out)
+    make_run_dir(out)  # a folder that cannot be made is a one-line error
+    start_tensorflow()
     from tfdqn.telemetry.tensorboard import read_scalars
     from tfdqn.run.loop import train
 
@@ -60,7 +66,8 @@ def main() -> None:
                       "rss_mib_last": round(points[-1][1] / 2**20, 1),
                       "rss_growth_mib_after_fill": round(growth / 2**20, 1) if growth is not None else None,
                       "wall_seconds": summary["wall_seconds"]}))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_cli(build_parser(), _main, None))

@@ -97,8 +97,8 @@ class Learner:
         replay held in tf.Variables), so no Python runs between them. Traced once for every k."""
         def update_from_replay(k):
             return self._repeat_update(k, lambda _: sample())
-        return tf.function(update_from_replay, input_signature=[tf.TensorSpec([], tf.int32)],
-                           jit_compile=self._jit_compile, autograph=False)
+        # Never XLA: it has no kernel for the gathers from the replay's variables (ResourceGatherNd).
+        return tf.function(update_from_replay, input_signature=[tf.TensorSpec([], tf.int32)], autograph=False)
 
     def _update(self, observation, action, reward, discount, next_observation):
         c = self._config

@@ -17,8 +17,12 @@ def _matmul(x, kernel):
     return tf.matmul(x, kernel), gradient
 
 
+@keras.saving.register_keras_serializable(package="tfdqn")
 class Dense(keras.layers.Dense):
-    """Keras's Dense (same weights, names and checkpoints) with `_matmul`'s faster input gradient."""
+    """Keras's Dense (same weights, names and checkpoints) with `_matmul`'s faster input gradient.
+
+    Registered as "tfdqn>Dense" when this module is imported, which `keras.models.load_model` needs to read
+    a saved network; its constructor and `get_config` are Keras's own, so the config round-trips."""
 
     def call(self, inputs, training=None):
         x = _matmul(inputs, tf.cast(self.kernel, self.compute_dtype))

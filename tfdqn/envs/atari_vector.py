@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import re
-
 import ale_py
+import gymnasium
 import numpy as np
 from ale_py.vector_env import AtariVectorEnv
 
@@ -17,9 +16,9 @@ NOOP = 0
 
 
 def ale_game_name(env_id: str) -> str:
-    """"ALE/MsPacman-v5" -> "ms_pacman": the ROM name AtariVectorEnv takes."""
-    name = env_id.split("/")[-1].split("-")[0]
-    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
+    """"ALE/MsPacman-v5" -> "ms_pacman": the ROM name AtariVectorEnv takes, as the id registers it (so
+    "BreakoutNoFrameskip-v4" -> "breakout", "ALE/TicTacToe3D-v5" -> "tic_tac_toe_3d")."""
+    return gymnasium.spec(env_id).kwargs["game"]
 
 
 class AtariVector:

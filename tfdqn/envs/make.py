@@ -30,7 +30,7 @@ import numpy as np
 
 from tfdqn.config import EnvConfig
 from tfdqn.envs.atari import FireOnReset, LifeLossTerminal, atari_make_kwargs, describe_atari, wrap_atari
-from tfdqn.envs.names import is_atari_id, resolve_env_id
+from tfdqn.envs.names import implied_settings, is_atari_id, resolve_env_id
 from tfdqn.envs.spec import EnvSpec
 from tfdqn.envs.wrappers import Float32Observation, GameOverInfo, SeedOnFirstReset
 from tfdqn.errors import UserError
@@ -69,6 +69,9 @@ def make_env(config: EnvConfig, seed: int, evaluation: bool = False,
     Atari: sticky actions and a frame cap in ALE, AtariPreprocessing (a no-op start of 1..noop_max
     emulator frames, frame skip with max over the last two frames, square grayscale uint8 frames),
     whole-game episode statistics, a life-loss terminal and FIRE after each reset (`tfdqn.envs.atari`).
+    The sticky-action probability and frame skip are `config`'s: `config.resolve_config` sets them from
+    what the id implies (`names.implied_settings`) unless the user set them; an id that skips a random
+    number of frames is refused, since the wrapper's fixed skip would replace its protocol.
     `evaluation` changes nothing: evaluation envs are training envs, so the agent is evaluated on the game
     it trained on (the caller tells whole games by `info["game_over"]`). Other envs: a Box observation
     (cast to float32) and a Discrete action space are required.
@@ -77,6 +80,7 @@ def make_env(config: EnvConfig, seed: int, evaluation: bool = False,
     env_id = resolve_env_id(config.id)
     render_mode = "rgb_array" if render else None
     if is_atari_id(env_id):
+        implied_settings(env_id)  # refuses an id with a random frame skip, which the fixed skip would replace
         return wrap_atari(_make_base(env_id, render_mode=render_mode, **atari_make_kwargs(config)),
                           config, env_id, seed)
     env = _make_base(env_id, render_mode=render_mode)

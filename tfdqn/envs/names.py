@@ -1,4 +1,5 @@
-"""Env names: short names, ALE game names and gymnasium ids to one registered gymnasium id.
+"""Env names: short names, ALE game names and gymnasium ids to one registered gymnasium id, and the
+protocol (sticky actions, frame skip) that an ALE id implies.
 
 Importing this module registers ale-py's envs with gymnasium (and quiets ALE's banner), so ALE ids resolve.
 """
@@ -56,6 +57,29 @@ def _name_tables() -> tuple[dict, dict, dict, list, list]:
     short_names = sorted({spec.name for spec in gymnasium.registry.values()
                           if spec.namespace is None and not is_atari_id(spec.id)})
     return ids_lower, ale_ids, newest, game_names, short_names
+
+
+def implied_settings(name: str) -> dict:
+    """The config values an ALE id implies, as dotted keys: its sticky-action probability (v5 and v0:
+    0.25, v4: 0) and, where the id skips a fixed number of frames (v5: 4), `env.frame_skip` (done by
+    tfdqn's wrapper, with a max over the last two frames). `NoFrameskip` ids leave the frame skip to
+    the wrapper's config. An id that skips a random number of frames (`Breakout-v4`, `Breakout-v0`) is
+    refused: a fixed skip would silently change its protocol. Other envs imply nothing."""
+    env_id = resolve_env_id(name)
+    if not is_atari_id(env_id):
+        return {}
+    kwargs = gymnasium.spec(env_id).kwargs
+    frameskip = kwargs.get("frameskip", 1)
+    if not isinstance(frameskip, int):
+        low, high = frameskip
+        plain = env_id.split("/")[-1].rsplit("-v", 1)[0]
+        raise UserError(f"env {env_id} skips a random {low} to {high - 1} frames per step, which "
+                        f"tfdqn's fixed frame skip cannot reproduce; allowed: {plain}NoFrameskip-v4 (the v4 "
+                        f"protocol: no sticky actions, frame skip by the wrapper) or ALE/{plain}-v5")
+    implied = {"env.repeat_action_probability": float(kwargs.get("repeat_action_probability", 0.25))}
+    if frameskip > 1:
+        implied["env.frame_skip"] = frameskip
+    return implied
 
 
 def resolve_env_id(name: str) -> str:

@@ -9,22 +9,24 @@ import threading
 import time
 
 import psutil
+import tensorflow as tf
 
 from tfdqn import config as config_lib
 from tfdqn.agent.agent import Agent, make_agent
 from tfdqn.config import DQNConfig
-from tfdqn.envs.make import EnvSpec
+from tfdqn.envs.make import EnvSpec, describe_protocol
 from tfdqn.envs.seeds import derive_seed
 from tfdqn.envs.vector import make_vector_env
 from tfdqn.errors import UserError
 from tfdqn.replay.device import DeviceReplay
 from tfdqn.replay.ring import ReplayRing
-from tfdqn.run.checkpoint import Checkpointer
+from tfdqn.run.checkpoint import BestCheckpoint, Checkpointer
 from tfdqn.run.collectors import VectorEnvCollector
 from tfdqn.run.drivers import make_driver
 from tfdqn.run.episodes import EpisodeLog
 from tfdqn.run.evaluation import Evaluator
 from tfdqn.run.hooks import CheckpointHook, EvaluationHook, ProfilerHook, SummaryHook
+from tfdqn.run.lock import RunLock
 from tfdqn.run.run_dir import make_run_dir
 from tfdqn.run.signals import StopRequest
 from tfdqn.telemetry.phase_timer import PhaseTimer
@@ -101,7 +103,8 @@ def _restore(checkpointer: Checkpointer, collector: VectorEnvCollector, replay, 
 def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None) -> list:
     config = run.config.run
     hooks = [SummaryHook(config.log_every, run, quiet),
-             EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer),
+             EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer, run.driver,
+                            BestCheckpoint(run.run_dir / "checkpoints", run.agent.online)),
              run.checkpoint]
     if profile_steps:
         hooks.append(ProfilerHook(profile_steps, run.run_dir / "profile"))
@@ -114,15 +117,20 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
               profile_steps: tuple[int, int] | None = None) -> Run:
     """Make every part once, envs first (their spec shapes the rest); restore them when `resume`.
 
-    Nothing is written before the replay is known to fit. On any error what was made is closed."""
+    Nothing is written before the replay is known to fit, nor before this process holds the run
+    folder's lock (released last, by `close`). On any error what was made is closed."""
     run_dir = pathlib.Path(run_dir)
     closing = contextlib.ExitStack()
     try:
+        if config.compute.deterministic:
+            tf.config.experimental.enable_op_determinism()  # process-wide, as TensorFlow offers no way back
         vector, spec = make_vector_env(config.env, config.run.num_envs, seed=config.run.seed)
         with contextlib.ExitStack() as until_owned:  # closes the envs if anything fails before the collector owns them
             until_owned.callback(vector.close)
             check_memory(config, spec)
             make_run_dir(run_dir)
+            closing.enter_context(RunLock(run_dir))
+            print(f"evaluation {describe_protocol(config.env, spec, config.exploration.eval_epsilon)}", flush=True)
             config_lib.save(config, run_dir / "config.yaml")
             replay = _make_replay(config, spec, vector.num_envs)
             agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)

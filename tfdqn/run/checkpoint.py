@@ -10,6 +10,9 @@ Files in `checkpoints/`, for a checkpoint at env step S:
   state-S.pkl                   the collector's state (run.collectors.CollectorState): envs mid-episode
                                 where they pickle, newest frames, frame stack
   ckpt-S.complete               the marker, written last: a checkpoint without it does not exist
+  best-B.index, best-B.data-*   with periodic evaluation: the online network at env step B, whose mean
+                                evaluation return is the best so far (acting needs nothing else)
+  best.json                     its record (env step, returns), written last, read again on resume
 Every file is written to a temporary name, flushed to disk and renamed. Older checkpoints are deleted
 only after a newer one is complete, so a crash or a full disk mid-save leaves the previous one usable.
 """
@@ -29,10 +32,21 @@ import numpy as np
 import tensorflow as tf
 
 from tfdqn.agent.agent import Agent
-from tfdqn.atomic import atomic_write
-from tfdqn.errors import UserError
+from tfdqn.atomic import atomic_write, write_json
+from tfdqn.errors import RunFailure, UserError
 from tfdqn.run.markers import complete_steps, marker_path
 from tfdqn.replay.ring import ReplayRing
+from tfdqn.sources import BEST_FILE, read_best
+
+# What a checkpoint that cannot be read raises, from TensorFlow's reader, NumPy, pickle or a missing file.
+BROKEN = (tf.errors.OpError, ValueError, OSError, KeyError, IndexError, EOFError, AssertionError,
+          AttributeError, ImportError, zipfile.BadZipFile, pickle.UnpicklingError)
+
+
+def write_failure(error: BaseException) -> str:
+    """The first line of why a file could not be written (a full disk, a missing folder)."""
+    reason = getattr(error, "strerror", None) or getattr(error, "message", None) or str(error)
+    return reason.splitlines()[0]
 
 
 def _npz_bytes(arrays: dict) -> bytes:
@@ -80,7 +94,10 @@ class Checkpointer:
         for step in complete[self._keep:]:
             marker_path(self.directory, step).unlink(missing_ok=True)
         needed = {marker_path(self.directory, s).name for s in kept} | {f"replay-{s}.json" for s in kept}
-        needed |= {f"state-{s}.pkl" for s in kept} | {"checkpoint"}
+        needed |= {f"state-{s}.pkl" for s in kept} | {"checkpoint", BEST_FILE}
+        best = read_best(self.directory)
+        if best is not None:
+            needed |= {p.name for p in self.directory.glob(f"best-{best['env_steps']}.*")}
         for s in kept:
             needed |= {p.name for p in self.directory.glob(f"ckpt-{s}.*")}
             manifest = self.directory / f"replay-{s}.json"
@@ -94,35 +111,19 @@ class Checkpointer:
             except OSError as error:
                 print(f"warning: could not delete old checkpoint file {path}: {error.strerror}", file=sys.stderr)
 
-    def restore_latest(self, with_loop_state: bool = True, mark_broken: bool = True) -> tuple[int, object]:
-        """Restore the newest complete checkpoint that loads; warn about each broken one skipped.
+    def restore_latest(self) -> tuple[int, object]:
+        """Restore the newest complete checkpoint that loads; warn about each broken one skipped and
+        rename its marker so it stops counting.
 
-        Returns (env_steps, loop_state); raises UserError when no complete checkpoint loads.
-        Evaluation needs only the networks (`with_loop_state=False`, no replay) and leaves the run
-        folder as it is (`mark_broken=False`); training renames a broken marker so it stops counting."""
-        for env_steps in complete_steps(self.directory):
-            try:
-                return env_steps, self._restore(env_steps, with_loop_state)
-            except (tf.errors.OpError, ValueError, OSError, KeyError, IndexError, EOFError, AssertionError,
-                    AttributeError, ImportError, zipfile.BadZipFile, pickle.UnpicklingError) as error:
-                print(f"warning: checkpoint at env step {env_steps} in {self.directory} is broken "
-                      f"({error.__class__.__name__}); falling back to the one before it", file=sys.stderr)
-                if mark_broken:
-                    marker = marker_path(self.directory, env_steps)
-                    try:
-                        marker.replace(marker.with_suffix(".broken"))  # pruned by the next save
-                    except OSError:
-                        pass
-        raise UserError(f"no complete checkpoint in {self.directory}; allowed: a run folder written by tfdqn.train "
-                        f"that saved at least one checkpoint")
+        Returns (env_steps, loop_state); raises UserError when no complete checkpoint loads. (Acting
+        needs only the online network: `restore_online`.)"""
+        return _newest_that_loads(self.directory, self._restore, mark_broken=True)
 
-    def _restore(self, env_steps: int, with_loop_state: bool):
+    def _restore(self, env_steps: int):
         """Small files are read before anything is changed; the ring is rewritten whole (chunks the
         checkpoint lists are loaded, the others zeroed), so a failed attempt leaves nothing stale."""
-        loop_state = None
-        if with_loop_state:
-            with open(self.directory / f"state-{env_steps}.pkl", "rb") as f:
-                loop_state = pickle.load(f)
+        with open(self.directory / f"state-{env_steps}.pkl", "rb") as f:
+            loop_state = pickle.load(f)
         manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text()) if self._replay is not None else None
         self._tf.restore(str(self.directory / f"ckpt-{env_steps}")).expect_partial().assert_existing_objects_matched()
         if self._replay is not None:
@@ -136,3 +137,80 @@ class Checkpointer:
             self._replay.load_counters(manifest["counters"])
             self._chunk_files = chunks
         return loop_state
+
+
+def _newest_that_loads(directory: pathlib.Path, restore, mark_broken: bool) -> tuple[int, object]:
+    """(env step, `restore(env step)`) of the newest complete checkpoint that loads; each broken one on
+    the way is reported in one warning line and, with `mark_broken`, its marker renamed."""
+    for env_steps in complete_steps(directory):
+        try:
+            return env_steps, restore(env_steps)
+        except BROKEN as error:
+            print(f"warning: checkpoint at env step {env_steps} in {directory} is broken "
+                  f"({error.__class__.__name__}); falling back to the one before it", file=sys.stderr)
+            if mark_broken:
+                marker = marker_path(directory, env_steps)
+                try:
+                    marker.replace(marker.with_suffix(".broken"))  # pruned by the next save
+                except OSError:
+                    pass
+    raise UserError(f"no complete checkpoint in {directory}; allowed: a run folder written by tfdqn.train "
+                    f"that saved at least one checkpoint")
+
+
+def restore_online(directory: pathlib.Path, network, checkpoint: str | int = "latest") -> int:
+    """Load only the online network, all that acting needs, from checkpoint "latest" (the newest complete
+    one that loads), "best" or an env step of `directory`; returns its env step. The run folder is left
+    as it is."""
+    directory = pathlib.Path(directory)
+    reader = tf.train.Checkpoint(online=network)
+
+    def read(prefix: str) -> None:
+        reader.read(str(directory / prefix)).expect_partial().assert_existing_objects_matched()
+
+    if checkpoint == "latest":
+        return _newest_that_loads(directory, lambda step: read(f"ckpt-{step}"), mark_broken=False)[0]
+    step = read_best(directory)["env_steps"] if checkpoint == "best" else int(checkpoint)
+    try:
+        read(f"best-{step}" if checkpoint == "best" else f"ckpt-{step}")
+    except BROKEN as error:
+        raise UserError(f"checkpoint {checkpoint} (env step {step}) in {directory} cannot be read "
+                        f"({error.__class__.__name__}); allowed: latest or another saved env step") from None
+    return step
+
+
+class BestCheckpoint:
+    """Keeps the online network with the best mean periodic evaluation return so far.
+
+    Only the network is written (a few MB for the Nature CNN, no replay), and only when the return
+    improves; its files carry the env step and `best.json`, written last, names them, so a crash mid-save
+    leaves the previous best. The record is read back on resume, so a resumed run keeps beating it."""
+
+    def __init__(self, directory: pathlib.Path, network):
+        self.directory = pathlib.Path(directory)
+        self._writer = tf.train.Checkpoint(online=network)
+        self.record = read_best(self.directory)
+
+    def offer(self, env_steps: int, returns: list[float]) -> bool:
+        """Keep the network if the mean of `returns` beats the best so far; returns whether it did."""
+        mean = float(np.mean(returns))
+        if self.record is not None and mean <= self.record["return_mean"]:
+            return False
+        if self.record is not None and self.record["env_steps"] == env_steps:  # a resumed run, better at a
+            (self.directory / BEST_FILE).unlink()  # step it kept before: never name files being rewritten
+            self.record = None
+        record = {"env_steps": env_steps, "return_mean": mean, "returns": [float(r) for r in returns]}
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            self._writer.write(str(self.directory / f"best-{env_steps}"))
+            write_json(self.directory / BEST_FILE, record)
+        except (OSError, tf.errors.OpError) as error:
+            kept = (f"the previous best (env step {self.record['env_steps']}) is intact" if self.record
+                    else "no best checkpoint is kept")
+            raise RunFailure(f"best checkpoint at env step {env_steps} could not be written "
+                             f"({write_failure(error)}); {kept}") from None
+        for path in self.directory.glob("best-*"):  # the previous best's files
+            if path.is_file() and not path.name.startswith(f"best-{env_steps}."):
+                path.unlink(missing_ok=True)
+        self.record = record
+        return True

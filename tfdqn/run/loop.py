@@ -14,6 +14,7 @@ import time
 from tfdqn.atomic import write_json
 from tfdqn.config import DQNConfig
 from tfdqn.errors import RunFailure
+from tfdqn.policy import default_policy_dir, export_policy
 from tfdqn.run.build import Run, build_run
 from tfdqn.run.collectors import EnvFailure
 from tfdqn.run.summary import final_evaluation, summarize
@@ -52,7 +53,8 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
           profile_steps: tuple[int, int] | None = None, resume: bool = False) -> dict:
     """Train to `config.run.total_steps` env steps; returns the summary also written to summary.json.
 
-    On SIGINT or SIGTERM it checkpoints and returns early with `stopped_by` set in the summary."""
+    On SIGINT or SIGTERM it checkpoints and returns early with `stopped_by` set in the summary. The
+    summary is written while the run still holds its folder's lock."""
     with build_run(config, run_dir, resume, quiet, profile_steps) as run, run.stop:
         env_steps = run_loop(run)
         summary = summarize(run, env_steps)
@@ -60,5 +62,8 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
             summary.update(final_evaluation(run, env_steps))
         if run.stop.requested:  # before or during the final evaluation
             summary["stopped_by"] = run.stop.signal_name
-    write_json(pathlib.Path(run_dir) / "summary.json", summary)
+        else:  # the finished run's policy, for use without tfdqn (tfdqn/policy.py)
+            summary.update(export_policy(run.agent.online, config, run.spec, default_policy_dir(run_dir, "latest"),
+                                         run_dir, "latest", env_steps))
+        write_json(pathlib.Path(run_dir) / "summary.json", summary)
     return summary

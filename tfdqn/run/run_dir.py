@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import pathlib
 
 from tfdqn import config as config_lib
 from tfdqn.errors import UserError
+from tfdqn.run.lock import refuse_if_held
 from tfdqn.run.markers import complete_steps
 
 
 def choose_run_dir(logdir: str, run_name: str | None, config: config_lib.DQNConfig) -> pathlib.Path:
     """A new run folder's path (not created yet): an existing non-empty one is refused so no checkpoint
-    is overwritten, and the nearest existing parent must be a writable folder."""
+    is overwritten (naming the process that writes it, if one does), and the nearest existing parent
+    must be a writable folder."""
     if run_name is None:
         stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
         run_name = f"{config.env.id.replace('/', '_')}-s{config.run.seed}-{stamp}"
@@ -21,6 +24,7 @@ def choose_run_dir(logdir: str, run_name: str | None, config: config_lib.DQNConf
         raise UserError(f"--run-name {run_name!r} is not a folder name; allowed: a name without '/'")
     run_dir = pathlib.Path(logdir) / run_name
     if run_dir.is_dir() and any(run_dir.iterdir()):
+        refuse_if_held(run_dir)
         raise UserError(f"run folder {run_dir} already exists and is not empty; allowed: a new --run-name")
     existing = run_dir.absolute()
     while not existing.exists():
@@ -38,8 +42,9 @@ def make_run_dir(run_dir: pathlib.Path) -> None:
         raise UserError(f"run folder {run_dir} cannot be made ({error.strerror}); allowed: a writable folder") from None
 
 
-def load_run_config(run_dir: pathlib.Path, total_steps: int | None = None) -> config_lib.DQNConfig:
-    """A run folder's saved config, optionally extended to `total_steps`; refused without a checkpoint."""
+def load_run_config(run_dir: pathlib.Path, total_steps=None) -> config_lib.DQNConfig:
+    """A run folder's saved config, optionally extended to `total_steps` (a number or `--set`-style
+    text such as 1e5); refused without a checkpoint."""
     if not (run_dir / "config.yaml").is_file():
         raise UserError(f"--resume {str(run_dir)!r} is not a run folder (no config.yaml); allowed: a folder "
                         f"written by tfdqn.train")
@@ -47,8 +52,23 @@ def load_run_config(run_dir: pathlib.Path, total_steps: int | None = None) -> co
     if not saved:
         raise UserError(f"--resume {str(run_dir)!r} holds no complete checkpoint; allowed: a run folder that "
                         f"saved at least one checkpoint")
-    if total_steps is not None and total_steps < saved[0]:
-        raise UserError(f"--total-steps {total_steps} is before the newest checkpoint (env step {saved[0]}); "
-                        f"allowed with --resume: --total-steps >= {saved[0]}")
     overrides = {"run.total_steps": total_steps} if total_steps is not None else {}
-    return config_lib.build_config([run_dir / "config.yaml"], overrides)
+    config = config_lib.build_config([run_dir / "config.yaml"], overrides)
+    # A run ends at the first vector step at or past total_steps, so a checkpoint may lie up to
+    # num_envs - 1 steps past it; a smaller --total-steps would have ended the run before that checkpoint.
+    least = saved[0] - config.run.num_envs + 1
+    if total_steps is not None and config.run.total_steps < least:
+        raise UserError(f"--total-steps {config.run.total_steps} is before the newest checkpoint (env step "
+                        f"{saved[0]}); allowed with --resume: --total-steps >= {least}")
+    return config
+
+
+def finished_summary(run_dir: pathlib.Path, total_steps: int) -> dict | None:
+    """The summary of a run that reached `total_steps` and ended by itself (no `stopped_by`), else None:
+    resuming that run would only repeat its final evaluation and rewrite its files."""
+    try:
+        summary = json.loads((pathlib.Path(run_dir) / "summary.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    done = isinstance(summary, dict) and "stopped_by" not in summary and summary.get("env_steps", 0) >= total_steps
+    return summary if done else None

@@ -110,12 +110,21 @@ class SystemMonitor:
             self._thread.join()
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     """`python -m tfdqn.telemetry.system_monitor [SECONDS]`: print one JSON line per second (checks a GPU host without TensorFlow)."""
     import json
-    import sys
 
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
+    from tfdqn.cli import OneLineErrorParser, number  # no TensorFlow either
+
+    parser = OneLineErrorParser(prog="python -m tfdqn.telemetry.system_monitor",
+                                description="Print the readings training logs under system/ (CPU share, resident "
+                                            "memory, NVIDIA GPU load where NVML sees one), one JSON line per second, "
+                                            "without TensorFlow.")
+    parser.add_argument("seconds", nargs="?", type=number(float), default=10.0, metavar="SECONDS",
+                        help="how long to sample (default 10)")
+    seconds = parser.parse_args(argv).seconds
+    if not seconds > 0:
+        parser.error(f"SECONDS {seconds:g} is not positive; allowed: a number of seconds > 0")
     sampler = SystemMonitor(period=0.25).start()
     print(json.dumps({"gpu": sampler.gpu}), flush=True)
     deadline = time.time() + seconds
@@ -123,7 +132,8 @@ def main() -> None:
         time.sleep(1.0)
         print(json.dumps(sampler.drain()), flush=True)
     sampler.stop()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -1,0 +1,157 @@
+"""What `python -m tfdqn.train` says and leaves: start-up lines, a bar that moves every second, one final
+line, --print-config, numbers read as --set reads them, the protocol an env id implies, a complete run
+left byte for byte as it was, and --deterministic reaching TensorFlow."""
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.conftest import REPO, run_module
+from tfdqn import config as config_lib
+from tfdqn.errors import UserError
+
+
+def _train_in(folder, *args: str) -> subprocess.CompletedProcess:
+    """`python -m tfdqn.train args...` run from `folder` (so a default `runs/` would land there)."""
+    return subprocess.run([sys.executable, "-m", "tfdqn.train", *args], cwd=folder, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def test_print_config_prints_the_resolved_config_and_makes_no_folder(tmp_path):
+    result = _train_in(tmp_path, "--env", "Breakout", "--print-config")  # the README's command
+    assert (result.returncode, result.stderr) == (0, "")
+    expected = config_lib.resolve_config([], {"env.id": "Breakout"})
+    assert yaml.safe_load(result.stdout) == config_lib.to_dict(expected)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_flags_read_numbers_as_set_does(tmp_path):
+    flags = _train_in(tmp_path, "--total-steps", "1e5", "--learning-starts", "2_000", "--seed", "1.0e0",
+                      "--print-config")
+    sets = _train_in(tmp_path, "--set", "run.total_steps=1e5", "--set", "run.learning_starts=2_000",
+                     "--set", "run.seed=1.0e0", "--print-config")
+    assert flags.returncode == sets.returncode == 0 and flags.stdout == sets.stdout
+    run = yaml.safe_load(flags.stdout)["run"]
+    assert (run["total_steps"], run["learning_starts"], run["seed"]) == (100_000, 2_000, 1)
+
+
+@pytest.mark.parametrize("value", ["ten", "1.5", "1e400"])
+def test_a_bad_number_is_the_same_one_line_error_from_a_flag_and_from_set(tmp_path, value):
+    flag = _train_in(tmp_path, "--total-steps", value)
+    via_set = _train_in(tmp_path, "--set", f"run.total_steps={value}")
+    assert flag.returncode == via_set.returncode == 2 and flag.stderr == via_set.stderr
+    assert flag.stderr.count("\n") == 1 and "allowed: an integer such as 50000, 5e4 or 50_000" in flag.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("env, sticky, frame_skip", [
+    ("Breakout", 0.25, 4),                  # ALE/Breakout-v5: sticky actions, frame skip 4
+    ("ALE/Breakout-v5", 0.25, 4),
+    ("BreakoutNoFrameskip-v4", 0.0, 4),     # v4: no sticky actions; the wrapper skips frames
+    ("PongNoFrameskip-v0", 0.25, 4),        # v0: sticky actions
+])
+def test_an_env_id_sets_the_protocol_it_implies(env, sticky, frame_skip):
+    config = config_lib.resolve_config([], {"env.id": env})
+    assert (config.env.repeat_action_probability, config.env.frame_skip) == (sticky, frame_skip)
+
+
+def test_what_the_user_sets_wins_over_what_the_id_implies(tmp_path):
+    v4 = {"env.id": "BreakoutNoFrameskip-v4"}
+    assert config_lib.resolve_config([], {**v4, "env.repeat_action_probability": 0.1}).env.repeat_action_probability == 0.1
+    own = tmp_path / "own.yaml"
+    own.write_text("extends: atari.yaml\nenv:\n  id: BreakoutNoFrameskip-v4\n")
+    assert config_lib.resolve_config([own], {}).env.repeat_action_probability == 0.0  # atari.yaml's 0.25 is inherited
+    own.write_text("extends: atari.yaml\nenv:\n  id: BreakoutNoFrameskip-v4\n  repeat_action_probability: 0.25\n")
+    assert config_lib.resolve_config([own], {}).env.repeat_action_probability == 0.25  # the file's own key
+
+
+@pytest.mark.parametrize("env", ["Breakout-v4", "Pong-v0"])
+def test_an_id_with_a_random_frame_skip_is_refused(env):
+    with pytest.raises(UserError, match=r"skips a random 2 to 4 frames per step.*allowed: \w+NoFrameskip-v4"):
+        config_lib.resolve_config([], {"env.id": env})
+
+
+def test_a_v4_id_plays_without_sticky_actions_with_one_env_and_with_several():
+    from tfdqn.envs.make import make_env
+    from tfdqn.envs.vector import AtariVector
+
+    config = config_lib.resolve_config([], {"env.id": "BreakoutNoFrameskip-v4"})
+    env, spec = make_env(config.env, seed=0)
+    assert env.unwrapped.ale.getFloat("repeat_action_probability") == 0.0
+    env.close()
+    vector = AtariVector(config.env, 2, seed=0)  # ale-py's vector env knows the ROM as "breakout"
+    assert vector.reset().shape == (2, 84, 84)
+    vector.close()
+
+
+def _stdout_lines(result) -> list[str]:
+    return result.stdout.strip().splitlines()
+
+
+@pytest.mark.slow
+def test_a_run_says_where_it_writes_moves_its_bar_every_second_and_ends_in_one_line(tmp_path):
+    result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "6000", "--learning-starts", "500",
+                        "--set", "run.log_every=100000", "--set", "run.final_eval_episodes=2",
+                        "--logdir", str(tmp_path), "--run-name", "r")
+    assert result.returncode == 0, result.stderr
+    run_dir = tmp_path / "r"
+    lines = _stdout_lines(result)
+    assert lines[:3] == [f"run folder: {run_dir}", f"TensorBoard: tensorboard --logdir {run_dir}",
+                         "evaluation protocol: CartPole-v1, epsilon 0, episodes capped at 500 steps (TimeLimit)"]
+    text = (run_dir / "summary.json").read_text()
+    assert text.startswith('{\n  "env_id": "CartPole-v1",\n')  # indented
+    summary = yaml.safe_load(text)
+    assert lines[-2:] == [f"final evaluation: 2 episodes, return {summary['final_eval_return_mean']:.1f} ± "
+                          f"{summary['final_eval_return_std']:.1f}", f"summary: {run_dir / 'summary.json'}"]
+    # A summary is due only at the end (log_every 100,000), yet the bar moved about once a second (each
+    # refresh waits for the loop iteration under way: slack for a loaded machine's long update rounds).
+    shown = {int(m.group(1)) for m in re.finditer(r"\| (\d+)/\d+ \[[^\]]*steps_per_s=", result.stderr)}
+    assert len(shown) >= max(2, int(summary["wall_seconds"]) // 2), (summary["wall_seconds"], sorted(shown))
+    assert max(shown) == summary["env_steps"] and "eps=" in result.stderr and "ret=" in result.stderr
+
+
+def _digest(folder) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.slow
+def test_resuming_a_complete_run_reports_it_and_changes_no_byte(cartpole_run, tmp_path):
+    run_dir = tmp_path / "done"
+    shutil.copytree(cartpole_run[0], run_dir)
+    before = _digest(run_dir)
+    summary = yaml.safe_load((run_dir / "summary.json").read_text())
+    for extra in ([], ["--total-steps", "1500"], ["--total-steps", "1.5e3"]):  # the run's own total_steps
+        result = run_module("tfdqn.train", "--resume", str(run_dir), *extra, timeout=60)
+        assert (result.returncode, result.stderr) == (0, "")
+        assert _stdout_lines(result) == [
+            f"run {run_dir} is complete ({summary['env_steps']} env steps), final evaluation: 2 episodes, return "
+            f"{summary['final_eval_return_mean']:.1f} ± {summary['final_eval_return_std']:.1f}; nothing to do "
+            f"(to train on: --resume {run_dir} --total-steps N with a larger N)"]
+        assert _digest(run_dir) == before
+
+
+def test_deterministic_with_the_async_learner_is_refused():
+    with pytest.raises(UserError, match="^config key compute.deterministic = True with run.async_learner = True "):
+        config_lib.resolve_config([], {"compute.deterministic": True, "run.async_learner": True})
+
+
+@pytest.mark.slow
+def test_deterministic_reaches_tensorflow_and_the_saved_config(tmp_path):
+    code = ("import sys; from tfdqn.cli import start_tensorflow; start_tensorflow()\n"
+            "from tensorflow.python.framework import config as tf_config\n"
+            "from tfdqn.train import main\n"
+            "code = main(sys.argv[1:])\n"
+            "print('op determinism:', tf_config.is_op_determinism_enabled()); sys.exit(code)")
+    args = ["--env", "CartPole", "--deterministic", "--total-steps", "600", "--learning-starts", "300", "--quiet",
+            "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "d"]
+    result = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert _stdout_lines(result)[-1] == "op determinism: True"
+    assert yaml.safe_load((tmp_path / "d" / "config.yaml").read_text())["compute"]["deterministic"] is True

@@ -1,0 +1,50 @@
+"""Command line: `python -m tfdqn.export RUN_DIR [--checkpoint latest|best|STEP] [--out DIR]`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
+from tfdqn.sources import find_source
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(
+        prog="python -m tfdqn.export",
+        description="Export a checkpoint of a run as a policy folder: a TensorFlow SavedModel (signature "
+                    "serving_default: observation -> action, q_values) that loads without tfdqn, the network "
+                    "as a .keras file, and the run's config. Every run exports its newest checkpoint to "
+                    "RUN_DIR/policy when it ends.")
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by tfdqn.train")
+    parser.add_argument("--checkpoint", default="latest", metavar="latest|best|STEP",
+                        help="which checkpoint: the newest complete one (default), the one with the best periodic "
+                             "evaluation return, or the one saved at env step STEP")
+    parser.add_argument("--out", metavar="DIR",
+                        help="policy folder to write or replace (default: RUN_DIR/policy for latest, else "
+                             "RUN_DIR/policy-best or RUN_DIR/policy-STEP)")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def _main(args: argparse.Namespace) -> int:
+    source = find_source(args.run_dir, args.checkpoint, policies=False)
+    start_tensorflow()
+    from tfdqn.policy import default_policy_dir, export_policy, restore_network
+
+    out = pathlib.Path(args.out) if args.out else default_policy_dir(source.path, source.checkpoint)
+    config, spec, network, env_steps = restore_network(source)
+    report = export_policy(network, config, spec, out, source.path, source.checkpoint, env_steps)
+    print(json.dumps({"run_dir": str(source.path), "checkpoint": source.checkpoint, "env_steps": env_steps,
+                      **report}))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_cli(build_parser(), _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

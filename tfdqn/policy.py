@@ -1,0 +1,206 @@
+"""A trained policy outside training: exported as a folder that plain TensorFlow loads, and loaded back
+as an object that acts on NumPy observations.
+
+A policy folder (`export_policy`) holds:
+  saved_model.pb, variables/   a SavedModel whose `serving_default` signature takes `observation` (the
+                               actor's input: uint8 frame stacks [batch, stack, height, width], oldest
+                               frame first, for Atari; float32 [batch, *shape] otherwise; any batch size)
+                               and returns the greedy `action` (int32) and `q_values` (float32); the
+                               network's own preprocessing (scaling, layout) is inside the graph
+  network.keras                the same network for `keras.models.load_model` (tfdqn's layers must be
+                               registered: import tfdqn.agent.networks first)
+  config.yaml, policy.json     the run's config (its env settings) and what the SavedModel takes and
+                               which checkpoint it came from
+The network always computes in float32, also for a run trained with mixed precision, so the folder runs
+on any device; such a run's bfloat16 actor may then break near-ties differently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import shutil
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfdqn import __version__
+from tfdqn import config as config_lib
+from tfdqn.agent.networks import make_network
+from tfdqn.atomic import write_json
+from tfdqn.envs.make import EnvSpec, make_env
+from tfdqn.errors import RunFailure, UserError
+from tfdqn.run.checkpoint import restore_online, write_failure
+from tfdqn.sources import POLICY_FILE, Source, find_source
+
+KERAS_FILE = "network.keras"
+
+
+def default_policy_dir(run_dir: pathlib.Path, checkpoint: str | int) -> pathlib.Path:
+    """`policy` for the newest checkpoint (the one every run exports when it ends), else `policy-best`
+    or `policy-STEP`, inside the run folder."""
+    return pathlib.Path(run_dir) / ("policy" if checkpoint == "latest" else f"policy-{checkpoint}")
+
+
+def env_spec(config: config_lib.DQNConfig) -> EnvSpec:
+    """The spec of the config's env (its shapes size the network), from an env made and closed again."""
+    env, spec = make_env(config.env, seed=config.run.seed)
+    env.close()
+    return spec
+
+
+def build_network(config: config_lib.DQNConfig, spec: EnvSpec) -> keras.Model:
+    """The config's Q-network computing in float32, whatever the global Keras dtype policy is."""
+    previous = keras.mixed_precision.global_policy()
+    keras.mixed_precision.set_global_policy("float32")
+    try:
+        return make_network(config.network.kind, spec.observation_shape, spec.frame_dtype, spec.num_actions,
+                            config.network.hidden_sizes)
+    finally:
+        keras.mixed_precision.set_global_policy(previous)
+
+
+def restore_weights(source: Source, network: keras.Model) -> int:
+    """Load the weights `source` names into `network` (built from the source's config); returns the
+    env step they were saved at."""
+    if source.is_policy:
+        network.load_weights(source.path / KERAS_FILE)
+        return json.loads((source.path / POLICY_FILE).read_text())["env_steps"]
+    return restore_online(source.checkpoints, network, source.checkpoint)
+
+
+def restore_network(source: Source) -> tuple[config_lib.DQNConfig, EnvSpec, keras.Model, int]:
+    """The source's config, env spec, float32 network with its weights, and their env step."""
+    config = config_lib.build_config([source.config_file], {})
+    spec = env_spec(config)
+    network = build_network(config, spec)
+    return config, spec, network, restore_weights(source, network)
+
+
+def serving_function(network: keras.Model, spec: EnvSpec) -> tf.types.experimental.GenericFunction:
+    """observation -> {"action": greedy action, "q_values"}: the graph an export saves and a run's
+    policy calls, so both act alike."""
+    observation = tf.TensorSpec([None, *spec.observation_shape], tf.as_dtype(spec.frame_dtype), name="observation")
+
+    @tf.function(input_signature=[observation])
+    def serve(observation):
+        q_values = network(observation, training=False)
+        return {"action": tf.argmax(q_values, axis=-1, output_type=tf.int32), "q_values": q_values}
+
+    return serve
+
+
+def export_policy(network: keras.Model, config: config_lib.DQNConfig, spec: EnvSpec, out: pathlib.Path,
+                  run_dir: pathlib.Path, checkpoint: str | int, env_steps: int) -> dict:
+    """Write the policy folder `out` for `network`'s weights (the module docstring lists its files);
+    returns {"policy_dir", "export_seconds", "export_bytes"}.
+
+    The folder is built beside `out` and renamed into place, so a reader finds the previous folder or
+    the new one whole, never a part; an existing `out` that is not a policy folder is refused, never
+    replaced."""
+    started = time.perf_counter()
+    out = pathlib.Path(out)
+    if out.exists() and not (out / POLICY_FILE).is_file():
+        raise UserError(f"{out} exists and is not a policy folder (no {POLICY_FILE}); allowed: a new folder "
+                        f"or a policy folder to replace")
+    build = out.with_name(out.name + ".tmp")
+    shutil.rmtree(build, ignore_errors=True)  # left by an export that was killed
+    try:
+        portable = build_network(config, spec)
+        portable.set_weights(network.get_weights())
+        module = tf.Module()
+        module.network = portable  # the SavedModel's variables
+        tf.saved_model.save(module, str(build), signatures={"serving_default": serving_function(portable, spec)})
+        portable.save(build / KERAS_FILE)
+        config_lib.save(config, build / "config.yaml")
+        write_json(build / POLICY_FILE, {
+            "env_id": spec.env_id, "observation_shape": list(spec.observation_shape),
+            "observation_dtype": np.dtype(spec.frame_dtype).name, "num_actions": spec.num_actions,
+            "action_meanings": list(spec.action_meanings) if spec.action_meanings else None,
+            "run_dir": str(run_dir), "checkpoint": checkpoint, "env_steps": env_steps, "tfdqn_version": __version__})
+        _replace_folder(build, out)
+    except (OSError, tf.errors.OpError) as error:
+        shutil.rmtree(build, ignore_errors=True)
+        raise RunFailure(f"policy folder {out} could not be written ({write_failure(error)}); the run's checkpoints "
+                         f"are intact: python -m tfdqn.export exports them") from None
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    return {"policy_dir": str(out), "export_seconds": round(time.perf_counter() - started, 3), "export_bytes": size}
+
+
+def _replace_folder(build: pathlib.Path, out: pathlib.Path) -> None:
+    """Sync every file of `build` to disk, then rename it to `out`. A previous `out` is renamed aside
+    first and deleted after (a folder cannot be renamed over a full one): between the two renames,
+    an instant, there is no `out`."""
+    for path in build.rglob("*"):
+        if path.is_file():
+            descriptor = os.open(path, os.O_RDONLY)
+            try:
+                os.fsync(descriptor)
+            finally:
+                os.close(descriptor)
+    old = out.with_name(out.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if out.exists():
+        out.replace(old)
+    build.replace(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+class Policy:
+    """Greedy or epsilon-greedy actions and Q-values of a trained network, NumPy in and NumPy out.
+
+    `observations` is one observation of `observation_shape` or a batch of them, as `tfdqn.envs`
+    makes them (Atari: uint8 stacks [4, 84, 84], oldest frame first); one observation gives a scalar
+    action and a vector of Q-values, a batch gives arrays. Random actions (epsilon > 0) come from a
+    NumPy generator seeded with `seed`."""
+
+    def __init__(self, function, holder, env_id: str, env_steps: int, seed: int | None = None):
+        self._function = function  # a concrete function: observation -> {"action", "q_values"}
+        self._holder = holder  # owns the function's variables, which must live as long as it is called
+        spec = tf.nest.flatten(function.structured_input_signature)[0]  # its one input, `observation`
+        self.observation_shape = tuple(spec.shape[1:])
+        self.observation_dtype = np.dtype(spec.dtype.as_numpy_dtype)
+        self.num_actions = int(function.structured_outputs["q_values"].shape[-1])
+        self.env_id, self.env_steps = env_id, env_steps
+        self._rng = np.random.default_rng(seed)
+
+    def q_values(self, observations) -> np.ndarray:
+        return self._call(observations)["q_values"]
+
+    def act(self, observations, epsilon: float = 0.0):
+        actions = self._call(observations)["action"]
+        if epsilon > 0:
+            explore = self._rng.random(np.shape(actions)) < epsilon
+            actions = np.where(explore, self._rng.integers(self.num_actions, size=np.shape(actions)), actions)
+            actions = actions.astype(np.int32)[()]
+        return actions
+
+    def _call(self, observations) -> dict:
+        batch = np.asarray(observations)
+        single = batch.shape == self.observation_shape
+        batch = batch[None] if single else batch
+        if batch.shape[1:] != self.observation_shape:
+            dims = ", ".join(map(str, self.observation_shape))
+            raise ValueError(f"observations of shape {np.shape(observations)} do not fit this policy; allowed: "
+                             f"({dims}) or (batch, {dims})")
+        outputs = self._function(observation=tf.constant(batch.astype(self.observation_dtype, casting="same_kind")))
+        return {name: value.numpy()[0] if single else value.numpy() for name, value in outputs.items()}
+
+
+def load_policy(path, checkpoint: str | int = "latest", seed: int | None = None) -> Policy:
+    """The policy of a run folder (its checkpoint "latest", "best" or an env step) or of a policy folder
+    written by the export (its SavedModel, as plain TensorFlow would load it)."""
+    source = find_source(path, None if checkpoint == "latest" else checkpoint, what="path", flag="checkpoint")
+    if source.is_policy:
+        loaded = tf.saved_model.load(str(source.path))
+        about = json.loads((source.path / POLICY_FILE).read_text())
+        return Policy(loaded.signatures["serving_default"], loaded, about["env_id"], about["env_steps"], seed)
+    _, spec, network, env_steps = restore_network(source)
+    function = serving_function(network, spec).get_concrete_function()
+    return Policy(function, network, spec.env_id, env_steps, seed)
