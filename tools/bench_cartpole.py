@@ -28,6 +28,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 TOOLS = pathlib.Path(__file__).resolve().parent
 REPO = TOOLS.parent
+sys.path.insert(0, str(REPO))
+
+from tfdqn.atomic import write_json  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
+from tfdqn.errors import RunFailure, UserError  # noqa: E402
+
 SOLVED = 475.0  # mean greedy return that counts as solved (CartPole-v1 caps episodes at 500)
 
 
@@ -53,7 +59,7 @@ def run_tfdqn(seed: int, args: argparse.Namespace, logdir: pathlib.Path) -> dict
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     ended = time.time()
     if result.returncode != 0:
-        raise SystemExit(f"bench_cartpole: tfdqn seed {seed} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+        raise RunFailure(f"tfdqn seed {seed} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
     events = read_events(logdir / name)
     evaluations = [(e.step, float(tf.make_ndarray(e.tensor_proto)), e.wall_time)
                    for e in events.Tensors("charts/eval_return")]
@@ -71,7 +77,7 @@ def run_sb3(seed: int, args: argparse.Namespace) -> dict:
     result = subprocess.run(command, capture_output=True, text=True)
     ended = time.time()
     if result.returncode != 0:
-        raise SystemExit(f"bench_cartpole: sb3 seed {seed} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+        raise RunFailure(f"sb3 seed {seed} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
     events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     evaluations = [(e["env_steps"], e["return_mean"], e["time"]) for e in events if e["event"] == "eval"]
     learn_start = next(e["time"] for e in events if e["event"] == "learn_start")
@@ -121,23 +127,29 @@ def table(summary: dict) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, default=10, help="seeds 0..N-1 (default 10)")
-    parser.add_argument("--first-seed", type=int, default=0, help="first seed (default 0)")
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python tools/bench_cartpole.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=number(int), default=10, help="seeds to run (default 10)")
+    parser.add_argument("--first-seed", type=number(int), default=0, help="first seed (default 0)")
     parser.add_argument("--peer", action="append", choices=["sb3"], default=[],
                         help="also run SB3's DQN (needs the compare extra: pip install -e '.[compare]')")
-    parser.add_argument("--eval-every", type=int, default=2000, help="env steps between evaluations (default 2000)")
-    parser.add_argument("--total-steps", type=int, default=50_000, help="env steps per run (default 50000)")
+    parser.add_argument("--eval-every", type=number(int), default=2000,
+                        help="env steps between evaluations (default 2000)")
+    parser.add_argument("--total-steps", type=number(int), default=50_000, help="env steps per run (default 50000)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="tfdqn config override (repeatable): one point of a sweep")
     parser.add_argument("--no-tfdqn", action="store_true", help="run only the peer")
     parser.add_argument("--out", metavar="FILE.json", help="write the runs and the summary here")
-    args = parser.parse_args()
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def _main(args: argparse.Namespace) -> int:
     for name in ("seeds", "eval_every", "total_steps"):
         if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} {getattr(args, name)} is out of range; allowed: an integer >= 1")
+            raise UserError(f"--{name.replace('_', '-')} {getattr(args, name)} is out of range; "
+                            f"allowed: an integer >= 1")
     runs = []
     with tempfile.TemporaryDirectory() as logdir:
         for seed in range(args.first_seed, args.first_seed + args.seeds):
@@ -150,12 +162,15 @@ def main() -> None:
     summary = summarize(runs)
     print(table(summary))
     if args.out:
-        from tfdqn.atomic import write_json
-
         write_json(pathlib.Path(args.out), {"command": " ".join(["python", "tools/bench_cartpole.py", *sys.argv[1:]]),
                                             "overrides": args.set, "eval_every": args.eval_every,
                                             "total_steps": args.total_steps, "summary": summary, "runs": runs})
+    return 0
+
+
+def main(argv=None) -> int:
+    return run_cli(build_parser(), _main, argv)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
