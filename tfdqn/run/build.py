@@ -29,6 +29,7 @@ from tfdqn.run.hooks import CheckpointHook, EvaluationHook, ProfilerHook, Summar
 from tfdqn.run.lock import RunLock
 from tfdqn.run.run_dir import make_run_dir
 from tfdqn.run.signals import StopRequest
+from tfdqn.telemetry.layout import run_layout
 from tfdqn.telemetry.phase_timer import PhaseTimer
 from tfdqn.telemetry.system_monitor import SystemMonitor
 from tfdqn.telemetry.tensorboard import Logger
@@ -146,6 +147,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         writer = closing.enter_context(contextlib.closing(Logger(run_dir)))
         if not resume:
             writer.hyperparameters(config_lib.to_dict(config))
+            writer.layout(run_layout())
         monitor = SystemMonitor(period=0.5).start()
         closing.callback(monitor.stop)
         episodes = closing.enter_context(contextlib.closing(EpisodeLog(run_dir / "episodes.csv", resumed_from)))

@@ -15,7 +15,7 @@ import tensorflow as tf
 import tqdm
 
 from tfdqn.errors import RunFailure
-from tfdqn.run.cadence import crossed
+from tfdqn.run.cadence import crossed, updates_due
 
 
 class PeriodicHook:
@@ -97,13 +97,39 @@ class EvaluationHook(PeriodicHook):
             self._best.offer(env_steps, returns)
 
 
+def idle_tags(config, start: int) -> set:
+    """The perf/ tags that stay zero in every summary of a run from env step `start` with `config`, decided
+    once: flat lines at zero would read as a measurement. The background learner's sampling and updates
+    are its own thread's (`perf/learner_busy_share`), only it makes the loop wait, and a periodic hook's
+    time shows only if it runs before the last step (the last summary comes first there)."""
+    run = config.run
+
+    def runs_before_end(period: int) -> bool:
+        first = (start // period + 1) * period if period > 0 else None
+        return first is not None and start + -(-(first - start) // run.num_envs) * run.num_envs < run.total_steps
+
+    idle = {"wait"} if not run.async_learner else {"replay_sample", "update"}
+    idle |= {name for name, period in (("eval", run.eval_every), ("checkpoint", run.checkpoint_every))
+             if not runs_before_end(period)}
+    tags = {f"perf/share_{name}" for name in idle}
+    if not updates_due(run.total_steps + run.num_envs, run.learning_starts, run.training_interval, run.update_every):
+        tags |= {"perf/share_replay_sample", "perf/share_update", "perf/updates_per_sec", "perf/learner_busy_share"}
+    return tags
+
+
+def in_gib(system: dict) -> dict:
+    """The `system/*_bytes` readings again in GiB, the unit of the layout's memory chart."""
+    return {key.removesuffix("_bytes") + "_gib": value / 2**30 for key, value in system.items() if key.endswith("_bytes")}
+
+
 class SummaryHook(PeriodicHook):
     """Writes one summary per period: episodes, epsilon, losses, throughput, phase shares, system load;
     and, unless quiet, refreshes the progress bar every second whatever the period (Atari's 5,000 env
     steps would freeze it for a minute), at the cost of one clock read per loop iteration.
 
     `perf/share_*` are shares of the loop thread's wall time and add up to 1; `perf/learner_busy_share`
-    is the share of wall time the learner spent updating, in whichever thread it runs."""
+    is the share of wall time the learner spent updating, in whichever thread it runs. Tags that this
+    run's mode leaves at zero (`idle_tags`) are not written."""
 
     phase = "log"
     BAR_SECONDS = 1.0  # longest time between two refreshes of the progress bar
@@ -117,6 +143,7 @@ class SummaryHook(PeriodicHook):
                               dynamic_ncols=True)
         self._bar_shown = (time.monotonic(), self._last[0])  # when the bar was last refreshed, at which env step
         self._summary_due = False
+        self._idle = idle_tags(run.config, self._last[0])
 
     def due(self, before: int, after: int, final: bool) -> bool:
         self._summary_due = super().due(before, after, final)
@@ -162,13 +189,21 @@ class SummaryHook(PeriodicHook):
             "perf/learner_busy_share": sum(s["share_update"] for s in [shares, *learner_shares]),
             **{f"perf/{key}": value for key, value in shares.items()},
             **system,
+            **in_gib(system),
+            "system/replay_gib": self._replay_gib(),
         }
         if run.checkpoint.cost:
             values.update({"perf/checkpoint_seconds": run.checkpoint.cost["seconds"],
                            "perf/checkpoint_bytes": run.checkpoint.cost["bytes"]})
             run.checkpoint.cost = None
-        run.writer.scalars(env_steps, values)
+        run.writer.scalars(env_steps, {tag: value for tag, value in values.items() if tag not in self._idle})
         self._last = now
+
+    def _replay_gib(self) -> float:
+        """The replay's filled part: its arrays are allocated whole, but pages count in RSS once written."""
+        replay = self._run.replay
+        with self._run.replay_lock:
+            return len(replay) / self._run.config.replay.capacity * replay.nbytes / 2**30
 
     def close(self) -> None:
         self._bar.close()

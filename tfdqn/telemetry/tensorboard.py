@@ -21,6 +21,13 @@ class Logger:
         with self._writer.as_default():
             tf.summary.text("hyperparameters", _markdown_table(config), step=0)
 
+    def layout(self, layout) -> None:
+        """A custom-scalars layout (`tfdqn.telemetry.layout`): TensorBoard shows its charts in their own tab."""
+        from tensorboard.plugins.custom_scalar import summary
+
+        with self._writer.as_default():
+            tf.summary.experimental.write_raw_pb(summary.pb(layout).SerializeToString(), step=0)
+
     def scalars(self, step: int, values: dict) -> None:
         """`values` maps full tags (`charts/episode_return`) to numbers; None means "not measured"."""
         with self._writer.as_default():
