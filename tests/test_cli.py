@@ -226,6 +226,7 @@ def test_every_entry_point_has_help_and_keeps_stderr_quiet(argv, tmp_path):
     (["tools/plot_learning_curve.py", "run", "--out", "c.png", "--window", "x"], "argument --window: 'x'"),
     (["tools/plot_learning_curve.py", "run", "--out", "c.png"], "RUN_DIR 'run' holds no episodes.csv"),
     (["tools/run_programs.py", "dir", "--seconds", "x"], "argument --seconds: 'x' is not a number"),
+    (["tools/screenshot_tensorboard.py", "run", "--out", "t.png"], "RUN_DIR 'run' holds no TensorBoard events"),
     (["tools/soak.py", "--steps", "x", "--out", "d"], "argument --steps: 'x' is not an integer"),
     (["tools/soak.py", "--steps", "0", "--out", "d"], "config key run.total_steps = 0 is out of range"),
     (["tools/peer_sb3.py", "1e3", "500", "x"], "argument CAPACITY: 'x' is not an integer"),
