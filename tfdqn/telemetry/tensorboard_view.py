@@ -8,6 +8,7 @@ comes from `apt-get install chromium`.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import pathlib
 import socket
@@ -29,9 +30,7 @@ def missing() -> str | None:
     """What this machine lacks to open the tab (a one-line reason), or None."""
     if not os.path.exists(CHROMIUM):
         return f"{CHROMIUM} is missing (apt-get install chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
+    if importlib.util.find_spec("playwright") is None:
         return "playwright is missing (pip install playwright)"
     return None
 
