@@ -1,142 +1,230 @@
-"""Sweep `training_interval`: one training run per interval, then a CSV, a Markdown table and a plot.
+"""Sweep `training_interval`: R training runs per interval, then a CSV, a Markdown table and a figure.
 
-    python tools/compare_intervals.py --env CartPole --intervals 1 2 4 8 16 --steps 4000 --out DIR
+    python tools/compare_intervals.py --env CartPole --intervals 1 4 16 --steps 6000 --repeats 2 --out DIR
 
-Every run uses the same seed and config and starts learning after 5% of its steps, so most of the run
-is learning. Each run's TensorBoard logs go to DIR/interval_<K>, so `tensorboard --logdir DIR`
-overlays them. The runs go through `tfdqn.run.loop.train`, the same loop as `python -m tfdqn.train`.
+Every run uses the same seed and config and starts learning after 5% of its steps. `run.update_every`
+is pinned to 1 (an update as soon as one is due) unless --set gives it: the CartPole default's rounds of
+updates would blur the comparison. The repeats are interleaved (1, 4, 16, 1, 4, 16, ...) so a slow
+spell of the machine does not land on one interval only.
+
+Figures are steady-state: the per-window perf/ and system/ TensorBoard scalars of the summary windows
+that start at or after learning_starts, less the first --warmup-windows of them (graph tracing and
+compilation land there); a cell reads mean ± std over every repeat's steady windows. system/ figures
+are one-second samples, so they average over the windows that hold one. Each run's logs go
+to DIR/interval_<K>_r<R>, so `tensorboard --logdir DIR` overlays them. The runs go through
+`tfdqn.run.loop.train`, the same loop as `python -m tfdqn.train`.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import json
+import io
 import pathlib
 import sys
+
+import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from tfdqn import config as config_lib  # noqa: E402
+from tfdqn.atomic import atomic_write  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
 from tfdqn.run.run_dir import choose_run_dir  # noqa: E402
 from tfdqn.run.signals import exit_code  # noqa: E402
 
-BASE_COLUMNS = ["training_interval", "env_steps", "updates", "wall_seconds", "env_steps_per_sec", "updates_per_sec",
-                "updates_per_env_step", "learner_busy_share", "cpu_util"]
+# The per-window scalars the table and figure use, under the names of the CSV's columns.
+WINDOW_TAGS = {"perf/env_steps_per_sec": "env_steps_per_sec", "perf/updates_per_sec": "updates_per_sec",
+               "perf/learner_busy_share": "learner_busy_share", "system/cpu_util": "cpu_util",
+               "system/gpu_util": "gpu_util", "system/rss_gib": "rss_gib", "system/gpu_mem_gib": "gpu_mem_gib"}
+# (column, header, format) of the Markdown table; a column no run measured (GPU without one) is left out.
+TABLE = [("env_steps_per_sec", "env steps/s", "{:.0f}"), ("updates_per_sec", "updates/s", "{:.0f}"),
+         ("learner_busy_share", "learner busy", "{:.2f}"), ("cpu_util", "CPU", "{:.2f}"),
+         ("gpu_util", "GPU", "{:.2f}"), ("rss_gib", "RSS (GiB)", "{:.2f}")]
+SWEEP_KEYS = ("run.total_steps", "run.training_interval", "run.seed", "run.learning_starts", "run.log_every",
+              "run.checkpoint_every", "run.eval_every", "run.final_eval_episodes", "env.id")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python tools/compare_intervals.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole", help="env name or id, as for tfdqn.train")
-    parser.add_argument("--intervals", type=number(int), nargs="+", default=[1, 2, 4, 8, 16], metavar="K",
+    parser.add_argument("--intervals", type=number(int), nargs="+", default=[1, 4, 16], metavar="K",
                         help="training intervals to compare (env steps per update)")
-    parser.add_argument("--steps", type=number(int), default=4000, metavar="N", help="env steps per run")
+    parser.add_argument("--steps", type=number(int), default=6000, metavar="N", help="env steps per run")
+    parser.add_argument("--repeats", type=number(int), default=1, metavar="R", help="runs per interval, interleaved")
     parser.add_argument("--learning-starts", type=number(int), metavar="N", help="default: 5%% of --steps, at least 100")
+    parser.add_argument("--warmup-windows", type=number(int), default=1, metavar="W",
+                        help="summary windows after learning_starts left out of the averages (default 1)")
     parser.add_argument("--seed", type=number(int), default=0, help="seed of every run (default 0)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
-    parser.add_argument("--out", required=True, metavar="DIR", help="folder for the runs, CSV, table and plot")
+    parser.add_argument("--out", required=True, metavar="DIR", help="folder for the runs, CSV, table and figure")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
 
 
 def make_config(args: argparse.Namespace, interval: int) -> config_lib.DQNConfig:
-    """The env's config as `python -m tfdqn.train --env` resolves it, with the sweep's run settings and a
-    replay as large as the run."""
+    """The env's config as `python -m tfdqn.train --env` resolves it, with the sweep's run settings, a
+    replay as large as the run, and one update as soon as it is due unless --set says otherwise."""
     learning_starts = args.learning_starts if args.learning_starts is not None else max(args.steps // 20, 100)
-    overrides = {"replay.capacity": max(args.steps, 1000), **config_lib.parse_set(args.set), "env.id": args.env,
-                 "run.total_steps": args.steps, "run.training_interval": interval, "run.seed": args.seed,
-                 "run.learning_starts": learning_starts, "run.log_every": max(args.steps // 10, 1),
+    overrides = {"replay.capacity": max(args.steps, 1000), "run.update_every": 1, **config_lib.parse_set(args.set),
+                 "env.id": args.env, "run.total_steps": args.steps, "run.training_interval": interval,
+                 "run.seed": args.seed, "run.learning_starts": learning_starts, "run.log_every": max(args.steps // 10, 1),
                  "run.checkpoint_every": 0, "run.eval_every": 0, "run.final_eval_episodes": 1}
     return config_lib.resolve_config([], overrides)
 
 
-def row_from_summary(summary: dict) -> dict:
-    row = {key: summary.get(key) for key in BASE_COLUMNS if key in summary}
-    row["updates_per_env_step"] = round(summary["updates"] / summary["env_steps"], 4)
-    if "gpu_util" in summary:
-        row["gpu_util"] = summary["gpu_util"]
-    row.update({f"share_{k}": v for k, v in summary["phase_shares"].items()})
+def schedule(intervals: list[int], repeats: int) -> list[tuple[int, int]]:
+    """(interval, repeat) in run order: interleaved, so drift in the machine's speed spreads over all intervals."""
+    return [(k, r) for r in range(repeats) for k in intervals]
+
+
+def window_series(run_dir: pathlib.Path) -> dict[str, list[tuple[int, float]]]:
+    """Every perf/ and system/ scalar of a run as (step, value) per summary window, from one read of its logs."""
+    from tfdqn.telemetry.tensorboard import read_events
+
+    events = read_events(run_dir)
+    import tensorflow as tf
+
+    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
+            for tag in events.Tags()["tensors"] if tag.startswith(("perf/", "system/"))}
+
+
+def steady_state(series: dict[str, list[tuple[int, float]]], learning_starts: int,
+                 warmup: int) -> dict[str, list[float]]:
+    """Each tag's values in the steady windows: a window runs from the previous summary's step, so it is
+    steady if it starts at or after learning_starts and is not among the first `warmup` such windows."""
+    steps = sorted({step for pairs in series.values() for step, _ in pairs})
+    starts = dict(zip(steps, [0, *steps[:-1]]))
+    steady = [step for step in steps if starts[step] >= learning_starts][warmup:]
+    return {tag: [value for step, value in pairs if step in steady] for tag, pairs in series.items()
+            if any(step in steady for step, _ in pairs)}
+
+
+def run_row(interval: int, repeat: int, run_dir: pathlib.Path, summary: dict, windows: dict) -> dict:
+    """One run's CSV row: its totals, then each steady-state figure as mean, min and max over its windows."""
+    row = {"training_interval": interval, "repeat": repeat, "run_dir": run_dir.name, "env_steps": summary["env_steps"],
+           "updates": summary["updates"], "wall_seconds": summary["wall_seconds"],
+           "steady_windows": max(len(v) for v in windows.values())}
+    for tag, values in sorted(windows.items()):
+        name = WINDOW_TAGS.get(tag, tag.split("/", 1)[1])
+        row.update({name: float(np.mean(values)), f"{name}_min": min(values), f"{name}_max": max(values)})
     return row
 
 
-def write_table(rows: list[dict], out: pathlib.Path, gpu: str) -> str:
-    columns = list(rows[0])
-    with (out / "intervals.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
-    fmt = lambda v: f"{v:.3g}" if isinstance(v, float) else str(v)  # noqa: E731
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(fmt(row[c]) for c in columns) + " |" for row in rows]
-    table = "\n".join(lines) + f"\n\nGPU: {gpu}" + ("" if gpu != "no GPU" else " (gpu_util not measured)") + "\n"
-    (out / "intervals.md").write_text(table)
-    return table
+def pooled(windows: list[dict], interval_runs: list[int]) -> dict:
+    """Per interval: each figure's (mean, std) over the steady windows of all its repeats."""
+    stats = {}
+    for k in dict.fromkeys(interval_runs):
+        runs = [w for w, run_k in zip(windows, interval_runs) if run_k == k]
+        tags = set().union(*runs)
+        stats[k] = {WINDOW_TAGS.get(tag, tag.split("/", 1)[1]): (float(np.mean(v)), float(np.std(v)))
+                    for tag in tags for v in [[x for run in runs for x in run.get(tag, [])]]}
+    return stats
 
 
-def plot(rows: list[dict], out: pathlib.Path, env_id: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    k = [r["training_interval"] for r in rows]
-    fig, (rate, share) = plt.subplots(1, 2, figsize=(10, 4))
-    rate.plot(k, [r["env_steps_per_sec"] for r in rows], "o-", label="env steps/s")
-    rate.plot(k, [r["updates_per_sec"] for r in rows], "s-", label="updates/s")
-    rate.set(xscale="log", yscale="log", xlabel="training_interval (env steps per update)", ylabel="per second",
-             title=f"{env_id}: throughput")
-    rate.set_xticks(k, [str(v) for v in k])
-    rate.minorticks_off()
-    rate.legend()
-    share.plot(k, [r["learner_busy_share"] for r in rows], "o-", label="learner busy share")
-    share.plot(k, [r["share_env_step"] for r in rows], "^-", label="env step share")
-    share.plot(k, [r["share_act"] for r in rows], "v-", label="act share")
-    if rows[0].get("cpu_util") is not None:
-        share.plot(k, [r["cpu_util"] for r in rows], "x--", label="CPU utilisation")
-    if "gpu_util" in rows[0]:
-        share.plot(k, [r["gpu_util"] for r in rows], "d--", label="GPU utilisation")
-    share.set(xscale="log", xlabel="training_interval (env steps per update)", ylabel="share of wall time",
-              ylim=(0, 1.05), title=f"{env_id}: where the time goes")
-    share.set_xticks(k, [str(v) for v in k])
-    share.minorticks_off()
-    share.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "intervals.png", dpi=110)
+def write_csv(rows: list[dict], path: pathlib.Path) -> None:
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    text = io.StringIO()
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    atomic_write(path, text.getvalue())
 
 
-SWEEP_KEYS = ("run.total_steps", "run.training_interval", "run.seed", "run.learning_starts", "run.log_every",
-              "run.checkpoint_every", "run.eval_every", "run.final_eval_episodes", "env.id")
+def markdown_table(stats: dict, note: str) -> str:
+    """interval and up to six figures as `mean ± std`: a table that fits a page; the CSV has the rest."""
+    shown = [(col, head, fmt) for col, head, fmt in TABLE if any(col in s for s in stats.values())]
+    cell = lambda s, col, fmt: " ± ".join(fmt.format(x) for x in s[col]) if col in s else "-"  # noqa: E731
+    lines = ["| interval | " + " | ".join(head for _, head, _ in shown) + " |", "|---" * (len(shown) + 1) + "|"]
+    lines += [f"| {k} | " + " | ".join(cell(s, col, fmt) for col, _, fmt in shown) + " |" for k, s in stats.items()]
+    return "\n".join(lines) + "\n\n" + note + "\n"
 
 
-def _main(args: argparse.Namespace) -> int:
-    if args.steps < 1 or any(k < 1 for k in args.intervals) or len(set(args.intervals)) != len(args.intervals):
-        raise UserError(f"--steps {args.steps} / --intervals {args.intervals}: allowed: integers >= 1, "
-                        f"each interval once")
+def build_figure(stats: dict, title: str):
+    """Throughput, where the loop's time goes and utilisation per interval, on linear axes with every
+    interval as a labelled category: the figure reads without a legend for the x axis."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(15, 4.5), layout="constrained")
+    rate, phases, util = fig.subplots(1, 3)
+    labels = [str(k) for k in stats]
+    x = np.arange(len(labels))
+    _bars(rate, x, stats, [("env_steps_per_sec", "env steps/s"), ("updates_per_sec", "updates/s")], "{:.0f}")
+    rate.set(ylabel="per second", title="throughput (steady state)")
+    shares = sorted({name for s in stats.values() for name in s if name.startswith("share_")})
+    bottom = np.zeros(len(x))
+    for name in shares:
+        height = np.array([s.get(name, (0.0, 0.0))[0] for s in stats.values()])
+        phases.bar(x, height, 0.6, bottom=bottom, label=name.removeprefix("share_"))
+        bottom += height
+    phases.set(ylabel="share of the loop's wall time", ylim=(0, 1.05), title="where the time goes")
+    phases.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1, 1))
+    _bars(util, x, stats, [("learner_busy_share", "learner busy"), ("cpu_util", "CPU"), ("gpu_util", "GPU")],
+          "{:.2f}")
+    util.set(ylabel="share", ylim=(0, 1.15), title="utilisation")
+    for ax in (rate, phases, util):
+        ax.set_xticks(x, labels)
+        ax.set_xlabel("training_interval (env steps per update)")
+    fig.suptitle(title)
+    return fig
+
+
+def _bars(ax, x, stats: dict, series: list[tuple[str, str]], fmt: str) -> None:
+    """Grouped bars with std error bars and each mean written on its bar; a series no run has is left out."""
+    series = [(col, label) for col, label in series if any(col in s for s in stats.values())]
+    width = 0.8 / len(series)
+    for i, (col, label) in enumerate(series):
+        mean, std = zip(*[s.get(col, (0.0, 0.0)) for s in stats.values()])
+        bars = ax.bar(x + (i - (len(series) - 1) / 2) * width, mean, width, yerr=std, capsize=3, label=label)
+        ax.bar_label(bars, [fmt.format(m) for m in mean], fontsize=8, padding=2)
+    ax.legend(fontsize=8)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.steps < 1 or args.repeats < 1 or args.warmup_windows < 0 or any(k < 1 for k in args.intervals) \
+            or len(set(args.intervals)) != len(args.intervals):
+        raise UserError(f"--steps {args.steps} / --repeats {args.repeats} / --warmup-windows {args.warmup_windows} / "
+                        f"--intervals {args.intervals}: allowed: integers >= 1 (warm-up >= 0), each interval once")
     fixed = [key for key in config_lib.parse_set(args.set) if key in SWEEP_KEYS]
     if fixed:
         raise UserError(f"--set {fixed[0]} is set by the sweep itself; allowed: the tool's own flags for it")
+
+
+def _main(args: argparse.Namespace) -> int:
+    _check(args)
     out = pathlib.Path(args.out)
     configs = {k: make_config(args, k) for k in args.intervals}  # every config validated before any run
-    run_dirs = {k: choose_run_dir(str(out), f"interval_{k}", configs[k]) for k in args.intervals}
+    order = schedule(args.intervals, args.repeats)
+    run_dirs = {(k, r): choose_run_dir(str(out), f"interval_{k}_r{r}", configs[k]) for k, r in order}
     start_tensorflow()
     from tfdqn.run.loop import train
 
-    rows, gpu, env_id = [], "no GPU", args.env
-    for k in args.intervals:
-        print(f"training_interval {k}: {args.steps} env steps ...", flush=True)
-        summary = train(configs[k], run_dirs[k], quiet=True)
+    rows, windows, summary = [], [], {}
+    for k, r in order:
+        print(f"training_interval {k}, repeat {r}: {args.steps} env steps ...", flush=True)
+        summary = train(configs[k], run_dirs[k, r], quiet=True)
         if "stopped_by" in summary:
             print(f"stopped by {summary['stopped_by']} during training_interval {k}", file=sys.stderr)
             return exit_code(summary["stopped_by"])
-        rows.append(row_from_summary(summary))
-        gpu, env_id = summary["gpu"], summary["env_id"]
-    table = write_table(rows, out, gpu)
-    plot(rows, out, env_id)
+        windows.append(steady_state(window_series(run_dirs[k, r]), configs[k].run.learning_starts,
+                                    args.warmup_windows))
+        if not windows[-1]:
+            raise UserError(f"--steps {args.steps}: no summary window left after learning_starts and "
+                            f"{args.warmup_windows} warm-up window(s); allowed: more --steps or fewer --warmup-windows")
+        rows.append(run_row(k, r, run_dirs[k, r], summary, windows[-1]))
+    write_csv(rows, out / "intervals.csv")
+    stats = pooled(windows, [k for k, _ in order])
+    note = (f"Steady state: summary windows of {configs[order[0][0]].run.log_every} env steps starting at or after "
+            f"learning_starts ({configs[order[0][0]].run.learning_starts}), less the first {args.warmup_windows}; "
+            f"mean ± std over {args.repeats} repeat(s) x their windows. GPU: {summary['gpu']}.")
+    table = markdown_table(stats, note)
+    atomic_write(out / "intervals.md", table)
+    fig = build_figure(stats, f"{summary['env_id']}, {args.steps} env steps per run, {args.repeats} repeat(s)")
+    for suffix in ("png", "svg"):
+        fig.savefig(out / f"intervals.{suffix}", dpi=110)
     print(table)
-    print(json.dumps({"csv": str(out / "intervals.csv"), "table": str(out / "intervals.md"),
-                      "plot": str(out / "intervals.png")}))
+    print(f"output: {out.resolve()}\ntensorboard --logdir {out}")
     return 0
 
 
