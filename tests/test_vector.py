@@ -88,7 +88,8 @@ def test_train_with_vector_envs_counts_env_steps_across_envs(env, tmp_path, run_
 def test_vector_runs_are_reproducible(tmp_path, run_cmd):
     rows = []
     for name in ("a", "b"):
-        result = run_cmd("tfdqn.train", *TINY, "--num-envs", "3", "--logdir", str(tmp_path), "--run-name", name)
+        result = run_cmd("tfdqn.train", *TINY, "--num-envs", "3", "--total-steps", "900", "--logdir", str(tmp_path),
+                         "--run-name", name)
         assert result.returncode == 0, result.stderr
         rows.append((tmp_path / name / "episodes.csv").read_text())
     assert rows[0] == rows[1] and len(rows[0].splitlines()) > 10
