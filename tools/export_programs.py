@@ -53,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def make_config(env: str, sets: list[str]) -> config_lib.DQNConfig:
     """The trainer's config for `env`: the same file choice and overrides as `python -m tfdqn.train`."""
-    return config_lib.resolve_config([], {**config_lib.parse_set(sets), "env.id": env})
+    return config_lib.DQNConfig.for_env(env, config_lib.parse_set(sets))
 
 
 def build_agent(config: config_lib.DQNConfig):

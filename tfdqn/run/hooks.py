@@ -16,6 +16,7 @@ import tqdm
 
 from tfdqn.errors import RunFailure
 from tfdqn.run.cadence import crossed, updates_due
+from tfdqn.run.checkpoint import write_failure
 
 
 class PeriodicHook:
@@ -64,8 +65,7 @@ class CheckpointHook(PeriodicHook):
         try:
             self.cost = self._checkpointer.save(env_steps, self._collector.state())
         except (OSError, tf.errors.OpError) as error:
-            reason = getattr(error, "strerror", None) or getattr(error, "message", None) or str(error)
-            raise RunFailure(f"checkpoint at env step {env_steps} could not be written ({reason.splitlines()[0]}); "
+            raise RunFailure(f"checkpoint at env step {env_steps} could not be written ({write_failure(error)}); "
                              f"the previous complete checkpoint ({self.kept()}) is intact") from None
         self.last = env_steps
 
