@@ -40,6 +40,8 @@ class EnvConfig:
     fire_on_reset: bool = _field(True, "Atari: press FIRE to start each life in games that need it (OpenAI Baselines)")
     repeat_action_probability: float = _field(0.25, "Atari: sticky-action probability per emulator frame (Machado et al. 2018)")
     max_episode_frames: int = _field(108_000, "Atari: emulator frames before an episode is truncated (30 min at 60 Hz)")
+    step_delay_ms: float = _field(0.0, "milliseconds each env step waits without using the CPU, as a simulator "
+                                       "behind a socket would (tools/bench_actors.py); 0: none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +113,21 @@ class RunConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ActorsConfig:
+    kind: str = _field("inline", "where the envs step: inline (this process, run.num_envs envs), process "
+                                 "(actor processes) or ray (Ray actors, on this machine or a cluster)")
+    count: int = _field(2, "process/ray: actors, each with its own envs and a CPU copy of the network")
+    envs_per_actor: int = _field(1, "process/ray: envs each actor steps together (one act call for all)")
+    weight_sync_period: int = _field(100, "process/ray: gradient updates between sending the weights to the actors")
+    chunk_steps: int = _field(32, "process/ray: vector steps an actor takes per batch of transitions it sends")
+    exploration: str = _field("schedule", "process/ray: schedule (the run's epsilon schedule) or apex (actor i "
+                                          "of N keeps epsilon 0.4^(1 + 7 i / (N - 1)), Horgan et al. 2018)")
+    ray_address: str = _field("", "ray: address of a running Ray cluster (auto: the one this machine joined); "
+                                  "empty: start Ray on this machine")
+    cpus_per_actor: float = _field(1.0, "ray: CPUs the Ray scheduler reserves per actor (spreads actors over a cluster)")
+
+
+@dataclasses.dataclass(frozen=True)
 class DQNConfig:
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
@@ -119,6 +136,20 @@ class DQNConfig:
     exploration: ExplorationConfig = dataclasses.field(default_factory=ExplorationConfig)
     run: RunConfig = dataclasses.field(default_factory=RunConfig)
     compute: ComputeConfig = dataclasses.field(default_factory=ComputeConfig)
+    actors: ActorsConfig = dataclasses.field(default_factory=ActorsConfig)
+
+    @property
+    def num_streams(self) -> int:
+        """Envs whose transitions reach the replay (each writes its own ring): run.num_envs in this
+        process, or every actor's envs."""
+        if self.actors.kind == "inline":
+            return self.run.num_envs
+        return self.actors.count * self.actors.envs_per_actor
+
+    @property
+    def steps_per_collect(self) -> int:
+        """Env steps one `collect` adds: a vector step of this process's envs, or of one actor's."""
+        return self.run.num_envs if self.actors.kind == "inline" else self.actors.envs_per_actor
 
     @classmethod
     def for_env(cls, env: str, overrides: dict | None = None) -> DQNConfig:
@@ -350,20 +381,31 @@ def validate(c: DQNConfig) -> None:
            "auto, mlp, nature_cnn")
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")
-    # Each env writes its own ring of capacity // num_envs slots, which must hold a whole stack, its
+    _validate_actors(c.actors, c.env)
+    # Each env writes its own ring of capacity // streams slots, which must hold a whole stack, its
     # next frame and the newest (not yet sampleable) slot.
-    per_env = c.env.frame_stack + 2
-    if c.replay.capacity // c.run.num_envs < per_env:
-        raise UserError(f"config key replay.capacity = {c.replay.capacity} gives each of run.num_envs = "
-                        f"{c.run.num_envs} envs {c.replay.capacity // c.run.num_envs} slots; allowed: capacity >= "
-                        f"num_envs * (frame_stack + 2) = {c.run.num_envs * per_env}")
+    per_env, streams = c.env.frame_stack + 2, c.num_streams
+    envs = "run.num_envs" if c.actors.kind == "inline" else "actors.count * actors.envs_per_actor"
+    if c.replay.capacity // streams < per_env:
+        raise UserError(f"config key replay.capacity = {c.replay.capacity} gives each of {envs} = "
+                        f"{streams} envs {c.replay.capacity // streams} slots; allowed: capacity >= "
+                        f"envs * (frame_stack + 2) = {streams * per_env}")
     # The ring also holds each episode's final frame and refuses its newest slot and the oldest
     # stack's history, so a batch needs some slack beyond batch_size.
-    least = c.replay.batch_size + c.run.num_envs * (c.env.frame_stack + 1)
+    least = c.replay.batch_size + streams * (c.env.frame_stack + 1)
     if c.replay.capacity < least:
         raise UserError(f"config key replay.batch_size = {c.replay.batch_size} does not fit in "
                         f"replay.capacity = {c.replay.capacity}; allowed: capacity >= batch_size + "
-                        f"num_envs * (frame_stack + 1) = {least}")
+                        f"envs * (frame_stack + 1) = {least}")
+
+
+def _validate_actors(a: ActorsConfig, env: EnvConfig) -> None:
+    _check(a.kind in ("inline", "process", "ray"), "actors.kind", a.kind, "inline, process, ray")
+    for key in ("count", "envs_per_actor", "weight_sync_period", "chunk_steps"):
+        _check(getattr(a, key) >= 1, f"actors.{key}", getattr(a, key), "an integer >= 1")
+    _check(a.exploration in ("schedule", "apex"), "actors.exploration", a.exploration, "schedule, apex")
+    _check(a.cpus_per_actor > 0, "actors.cpus_per_actor", a.cpus_per_actor, "a number > 0")
+    _check(env.step_delay_ms >= 0, "env.step_delay_ms", env.step_delay_ms, "a number >= 0")
 
 
 def default_config_file(env_name: str) -> pathlib.Path:

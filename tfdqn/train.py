@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", metavar="S", help=docs["run.seed"])
     parser.add_argument("--checkpoint-every", metavar="N", help=docs["run.checkpoint_every"])
     parser.add_argument("--deterministic", action="store_true", help=docs["compute.deterministic"])
+    parser.add_argument("--actors", metavar="KIND", help=docs["actors.kind"])
+    parser.add_argument("--ray-address", metavar="ADDRESS", help=docs["actors.ray_address"])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config key (repeatable), e.g. --set learner.learning_rate=1e-4")
     parser.add_argument("--logdir", default="runs", metavar="DIR", help="folder that holds run folders")
@@ -74,7 +76,15 @@ def resolve_config(args: argparse.Namespace) -> config_lib.DQNConfig:
         overrides["env.id"] = args.env
     if args.deterministic:
         overrides["compute.deterministic"] = True
-    return config_lib.resolve_config(args.config, overrides)
+    if args.actors is not None:
+        overrides["actors.kind"] = args.actors
+    if args.ray_address is not None:
+        overrides["actors.ray_address"] = args.ray_address
+    config = config_lib.resolve_config(args.config, overrides)
+    if config.actors.ray_address and config.actors.kind != "ray":
+        raise UserError(f"--ray-address {config.actors.ray_address!r} needs actors.kind = 'ray', not "
+                        f"{config.actors.kind!r}; allowed: --actors ray")
+    return config
 
 
 def parse_profile_steps(text: str | None, total_steps: int) -> tuple[int, int] | None:

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from tfdqn.agent.actor import Actor
 from tfdqn.agent.counters import Counters
-from tfdqn.config import ComputeConfig, DQNConfig
+from tfdqn.config import ComputeConfig, DQNConfig, ExplorationConfig
 from tfdqn.agent.learner import Learner
 from tfdqn.agent.networks import make_network
 
@@ -32,14 +32,29 @@ def act_uses_xla(compute: ComputeConfig, act_on_cpu: bool) -> bool:
     return compute.act_jit_compile and not (compute.mixed_precision and act_on_cpu)
 
 
+def _network_builder(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int):
+    """Sets the process-global precision policy (bfloat16 keeps float32's exponent range, so the update
+    needs no loss scaling on CPU or GPU) and returns a maker of the config's network."""
+    keras.mixed_precision.set_global_policy("mixed_bfloat16" if config.compute.mixed_precision else "float32")
+    return lambda: make_network(config.network.kind, observation_shape, observation_dtype, num_actions,
+                                config.network.hidden_sizes)
+
+
+def make_acting_copy(config: DQNConfig, exploration: ExplorationConfig, observation_shape: tuple,
+                     observation_dtype, num_actions: int, seed: int) -> tuple[keras.Model, Actor]:
+    """A CPU copy of the network and its own in-graph act, for an actor process: the weights come from
+    the learner (`set_weights`); the env step counter is the actor's own, set from the learner's."""
+    keras.utils.set_random_seed(seed)
+    network = _network_builder(config, observation_shape, observation_dtype, num_actions)()
+    actor = Actor(network, num_actions, exploration, observation_shape, observation_dtype, seed=seed,
+                  jit_compile=act_uses_xla(config.compute, act_on_cpu=True), device="/CPU:0")
+    return network, actor
+
+
 def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int) -> Agent:
     """Same seed, same initial weights: Keras initializers draw from the seed set here."""
     keras.utils.set_random_seed(config.run.seed)
-    # bfloat16 keeps float32's exponent range, so the update needs no loss scaling on CPU or GPU.
-    # Set every time: the policy is process-global.
-    keras.mixed_precision.set_global_policy("mixed_bfloat16" if config.compute.mixed_precision else "float32")
-    build = lambda: make_network(config.network.kind, observation_shape, observation_dtype,  # noqa: E731
-                                 num_actions, config.network.hidden_sizes)
+    build = _network_builder(config, observation_shape, observation_dtype, num_actions)
     online, target = build(), build()
     compute = config.compute
     act_on_cpu = compute.act_device == "cpu" or not tf.config.list_physical_devices("GPU")

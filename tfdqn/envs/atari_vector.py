@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import ale_py
 import gymnasium
 import numpy as np
@@ -55,6 +57,7 @@ class AtariVector:
         self._fire = action_set.index(ale_py.Action.FIRE) \
             if config.fire_on_reset and ale_py.Action.FIRE in action_set else None
         self._continue_lives = config.terminal_on_life_loss
+        self._delay = config.step_delay_ms / 1000.0  # once per vector step: the emulators' waits overlap
         self._wave = num_threads if num_threads > 0 else num_envs
         self.num_envs = num_envs
         self._first_seeds = env_seeds(seed, num_envs)
@@ -88,6 +91,8 @@ class AtariVector:
         return self._frames.copy()
 
     def step(self, actions: np.ndarray) -> VectorStep:
+        if self._delay:
+            time.sleep(self._delay)
         everyone = np.arange(self.num_envs)
         reward, terminated, truncated, final_frames, new_game = self._run(everyone, np.asarray(actions))
         # The wrappers' own steps: NOOP where a lost life goes on, then FIRE there and in every new game.

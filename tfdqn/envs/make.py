@@ -32,7 +32,7 @@ from tfdqn.config import EnvConfig
 from tfdqn.envs.atari import FireOnReset, LifeLossTerminal, atari_make_kwargs, describe_atari, wrap_atari
 from tfdqn.envs.names import implied_settings, is_atari_id, resolve_env_id
 from tfdqn.envs.spec import EnvSpec
-from tfdqn.envs.wrappers import Float32Observation, GameOverInfo, SeedOnFirstReset
+from tfdqn.envs.wrappers import Float32Observation, GameOverInfo, SeedOnFirstReset, StepDelay
 from tfdqn.errors import UserError
 
 __all__ = ["EnvSpec", "make_env", "describe_protocol", "resolve_env_id", "is_atari_id", "GameOverInfo",
@@ -77,6 +77,13 @@ def make_env(config: EnvConfig, seed: int, evaluation: bool = False,
     (cast to float32) and a Discrete action space are required.
     """
     del evaluation  # kept for callers; see the docstring
+    env, spec = _make_wrapped(config, seed, render)
+    if config.step_delay_ms > 0:
+        env = StepDelay(env, config.step_delay_ms)
+    return env, spec
+
+
+def _make_wrapped(config: EnvConfig, seed: int, render: bool) -> tuple[gymnasium.Env, EnvSpec]:
     env_id = resolve_env_id(config.id)
     render_mode = "rgb_array" if render else None
     if is_atari_id(env_id):

@@ -1,6 +1,9 @@
-"""Wrappers every env gets, Atari or not: the `game_over` info, float32 vector observations, seeding."""
+"""Wrappers every env gets, Atari or not: the `game_over` info, float32 vector observations, seeding;
+and a step delay for measuring latency-bound envs."""
 
 from __future__ import annotations
+
+import time
 
 import gymnasium
 import numpy as np
@@ -61,3 +64,16 @@ class SeedOnFirstReset(gymnasium.Wrapper):
             seed = self._seed
         self._seed = None
         return self.env.reset(seed=seed, options=options)
+
+
+class StepDelay(gymnasium.Wrapper):
+    """Each step first sleeps `milliseconds`: an env whose step waits without using the CPU, as a simulator
+    behind a socket does (`env.step_delay_ms`). Actors in their own processes overlap such waits."""
+
+    def __init__(self, env: gymnasium.Env, milliseconds: float):
+        super().__init__(env)
+        self._seconds = milliseconds / 1000.0
+
+    def step(self, action):
+        time.sleep(self._seconds)
+        return self.env.step(action)

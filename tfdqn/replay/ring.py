@@ -89,28 +89,30 @@ class ReplayRing:
         layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams)
         return sum(math.prod(shape) * dtype.itemsize for shape, dtype in layout.values())
 
-    def add(self, frame, action, reward, terminated, truncated, next_frame) -> None:
-        """Record one env step of every stream; each argument has a leading [num_streams] axis.
+    def add(self, frame, action, reward, terminated, truncated, next_frame, streams=None) -> None:
+        """Record one env step of every stream, or of `streams` (distinct indices) where given; each
+        argument has a leading axis of one entry per stream written.
 
         `frame` is the newest frame of the observation the action was chosen from. `next_frame` is
         stored only where the episode ended: there it is the final frame, and that stream's next
         add() starts a new episode. Elsewhere it must equal the next add()'s `frame`.
         """
-        frame = self._per_stream("frame", frame, self._frame_shape)
-        terminated = self._per_stream("terminated", terminated, ()).astype(bool)
-        truncated = self._per_stream("truncated", truncated, ()).astype(bool)
-        self._write(np.arange(self._num_streams), frame, self._per_stream("action", action, ()),
-                    self._per_stream("reward", reward, ()), terminated, final_only=False)
+        streams = np.arange(self._num_streams) if streams is None else np.asarray(streams)
+        frame = self._per_stream("frame", frame, self._frame_shape, len(streams))
+        terminated = self._per_stream("terminated", terminated, (), len(streams)).astype(bool)
+        truncated = self._per_stream("truncated", truncated, (), len(streams)).astype(bool)
+        self._write(streams, frame, self._per_stream("action", action, (), len(streams)),
+                    self._per_stream("reward", reward, (), len(streams)), terminated, final_only=False)
         ended = np.flatnonzero(terminated | truncated)
         if ended.size:
-            next_frame = self._per_stream("next_frame", next_frame, self._frame_shape)
-            self._write(ended, next_frame[ended], 0, 0.0, False, final_only=True)
-            self._episode_step[ended] = 0
+            next_frame = self._per_stream("next_frame", next_frame, self._frame_shape, len(streams))
+            self._write(streams[ended], next_frame[ended], 0, 0.0, False, final_only=True)
+            self._episode_step[streams[ended]] = 0
 
-    def _per_stream(self, name: str, value, shape: tuple) -> np.ndarray:
-        """`value` as an array of shape [num_streams, *shape], or a ValueError naming the argument."""
+    def _per_stream(self, name: str, value, shape: tuple, count: int | None = None) -> np.ndarray:
+        """`value` as an array of shape [count (default: num_streams), *shape], or a ValueError naming it."""
         value = np.asarray(value)
-        expected = (self._num_streams, *shape)
+        expected = (self._num_streams if count is None else count, *shape)
         if value.shape != expected:
             raise ValueError(f"add(): {name} has shape {value.shape}; allowed: {expected} "
                              f"(leading axis: one entry per stream)")
@@ -259,15 +261,17 @@ class ReplayRing:
         for view in self.chunk_arrays(chunk).values():
             view[...] = 0
 
-    def cut_episodes(self, final_frame) -> None:
-        """End every stream's episode where it stands, as a truncation: `final_frame` ([num_streams,
-        *frame_shape]) becomes the newest transition's next frame, and the next add() starts a new
-        episode. Used when a resumed run cannot continue its env's game and starts a new one."""
-        final_frame = self._per_stream("final_frame", final_frame, self._frame_shape)
-        streams = np.flatnonzero(self._episode_step > 0)
-        if streams.size:
-            self._write(streams, final_frame[streams], 0, 0.0, False, final_only=True)
-            self._episode_step[streams] = 0
+    def cut_episodes(self, final_frame, streams=None) -> None:
+        """End the episode of every stream (or of `streams`) where it stands, as a truncation:
+        `final_frame` (one per stream cut) becomes the newest transition's next frame, and the next add()
+        starts a new episode. Used where a game cannot go on: a resumed run's envs that could not be
+        saved, an actor process that died."""
+        streams = np.arange(self._num_streams) if streams is None else np.asarray(streams)
+        final_frame = self._per_stream("final_frame", final_frame, self._frame_shape, len(streams))
+        open_episode = self._episode_step[streams] > 0
+        if open_episode.any():
+            self._write(streams[open_episode], final_frame[open_episode], 0, 0.0, False, final_only=True)
+            self._episode_step[streams[open_episode]] = 0
 
     def load_counters(self, counters: dict) -> None:
         for name in PER_STREAM:

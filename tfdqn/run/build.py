@@ -12,9 +12,12 @@ import psutil
 import tensorflow as tf
 
 from tfdqn import config as config_lib
+from tfdqn.actors.collector import RemoteCollector
+from tfdqn.actors.process import ProcessActors
+from tfdqn.actors.ray_actors import RayActors
 from tfdqn.agent.agent import Agent, make_agent
 from tfdqn.config import DQNConfig
-from tfdqn.envs.make import EnvSpec, describe_protocol
+from tfdqn.envs.make import EnvSpec, describe_protocol, make_env
 from tfdqn.envs.seeds import derive_seed
 from tfdqn.envs.vector import make_vector_env
 from tfdqn.errors import UserError
@@ -48,7 +51,7 @@ class Run:
     agent: Agent
     replay: ReplayRing
     replay_lock: threading.Lock  # the replay is shared with a background learner, if there is one
-    collector: VectorEnvCollector
+    collector: VectorEnvCollector | RemoteCollector
     driver: object  # drivers.InlineDriver or drivers.BackgroundDriver
     timer: PhaseTimer  # the loop thread's phases
     monitor: SystemMonitor
@@ -76,7 +79,7 @@ class Run:
 def check_memory(config: DQNConfig, spec: EnvSpec) -> None:
     """Refuse a replay that cannot fit before it is allocated, naming both sizes."""
     needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
-                                     num_streams=config.run.num_envs)
+                                     num_streams=config.num_streams)
     available = psutil.virtual_memory().available
     if needed > 0.9 * available:
         fits = int(config.replay.capacity * 0.9 * available / needed)
@@ -93,7 +96,30 @@ def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int) -> ReplayRing:
     return replay
 
 
-def _restore(checkpointer: Checkpointer, collector: VectorEnvCollector, replay, agent: Agent, seed: int) -> int:
+def _open_envs(config: DQNConfig) -> tuple:
+    """(vector env, spec) for envs stepped in this process; (None, spec) where actors step them."""
+    if config.actors.kind == "inline":
+        return make_vector_env(config.env, config.run.num_envs, seed=config.run.seed)
+    env, spec = make_env(config.env, seed=config.run.seed)
+    env.close()
+    return None, spec
+
+
+def _make_collector(config: DQNConfig, vector, spec: EnvSpec, agent: Agent, timer: PhaseTimer, replay,
+                    replay_lock: threading.Lock):
+    """The in-process collector of `vector`, or the collector of the actors `actors.kind` names."""
+    if vector is not None:
+        return VectorEnvCollector(vector, spec, agent.actor, timer, seed=config.run.seed)
+    actors = (ProcessActors if config.actors.kind == "process" else RayActors)(config)
+
+    def cut_episodes(final_frame, streams) -> None:
+        with replay_lock:
+            replay.cut_episodes(final_frame, streams)
+
+    return RemoteCollector(actors, config, spec, agent.counters, agent.online, cut_episodes, timer)
+
+
+def _restore(checkpointer: Checkpointer, collector, replay, agent: Agent, seed: int) -> int:
     """Load the newest complete checkpoint into the parts; returns its env step."""
     env_steps, state = checkpointer.restore_latest()
     collector.restore(state, replay, seed=derive_seed(seed, RESUME_SEED, env_steps, bits=31))
@@ -125,24 +151,25 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
     try:
         if config.compute.deterministic:
             tf.config.experimental.enable_op_determinism()  # process-wide, as TensorFlow offers no way back
-        vector, spec = make_vector_env(config.env, config.run.num_envs, seed=config.run.seed)
+        vector, spec = _open_envs(config)
         with contextlib.ExitStack() as until_owned:  # closes the envs if anything fails before the collector owns them
-            until_owned.callback(vector.close)
+            if vector is not None:
+                until_owned.callback(vector.close)
             check_memory(config, spec)
             make_run_dir(run_dir)
             closing.enter_context(RunLock(run_dir))
             print(f"evaluation {describe_protocol(config.env, spec, config.exploration.eval_epsilon)}", flush=True)
             config_lib.save(config, run_dir / "config.yaml")
-            replay = _make_replay(config, spec, vector.num_envs)
+            replay = _make_replay(config, spec, config.num_streams)
+            replay_lock = threading.Lock()
             agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
             timer = PhaseTimer()
-            collector = VectorEnvCollector(vector, spec, agent.actor, timer, seed=config.run.seed)
+            collector = _make_collector(config, vector, spec, agent, timer, replay, replay_lock)
             until_owned.pop_all()
         closing.callback(collector.close)
         checkpointer = Checkpointer(run_dir / "checkpoints", agent, replay)
         resumed_from = _restore(checkpointer, collector, replay, agent, config.run.seed) if resume else None
-        replay_lock = threading.Lock()
-        driver = make_driver(config, agent, replay, replay_lock, timer, vector.num_envs)
+        driver = make_driver(config, agent, replay, replay_lock, timer, config.num_streams)
         closing.callback(driver.close)
         writer = closing.enter_context(contextlib.closing(Logger(run_dir)))
         if not resume:

@@ -21,7 +21,7 @@ from tfdqn.telemetry.phase_timer import PhaseTimer
 
 
 class Transitions(NamedTuple):
-    """One env step of every stream, each field with a leading [num_streams] axis."""
+    """One env step of every stream (or of `streams`), each field with a leading axis of one entry per stream."""
 
     frame: np.ndarray        # the newest frame of the observation each action was chosen from
     action: np.ndarray       # int32
@@ -30,6 +30,7 @@ class Transitions(NamedTuple):
     truncated: np.ndarray    # bool
     final_frame: np.ndarray  # the episode's last frame where it ended (the replay keeps only those)
     games: list              # (stream, raw return, length) of each whole game that ended
+    streams: np.ndarray | None = None  # the replay streams these are (None: all of them, in order)
 
 
 @dataclasses.dataclass
@@ -37,11 +38,15 @@ class CollectorState:
     """What a checkpoint keeps of a collector: `env` is None where the envs do not pickle (ALE)."""
 
     frames: np.ndarray
-    stack: FrameStack
+    stack: FrameStack | None
     env: object | None
 
 
-class EnvFailure(RunFailure):
+class CollectorFailure(RunFailure):
+    """Transitions stopped coming: the message names where (an env, an actor); the loop adds the last checkpoint."""
+
+
+class EnvFailure(CollectorFailure):
     """An env's own step raised; the message names the env and the env step."""
 
 

@@ -100,19 +100,24 @@ class EvaluationHook(PeriodicHook):
 def idle_tags(config, start: int) -> set:
     """The perf/ tags that stay zero in every summary of a run from env step `start` with `config`, decided
     once: flat lines at zero would read as a measurement. The background learner's sampling and updates
-    are its own thread's (`perf/learner_busy_share`), only it makes the loop wait, and a periodic hook's
-    time shows only if it runs before the last step (the last summary comes first there)."""
-    run = config.run
+    are its own thread's (`perf/learner_busy_share`), only it or actors make the loop wait, actors act and
+    step envs in their own processes, and a periodic hook's time shows only if it runs before the last
+    step (the last summary comes first there)."""
+    run, step = config.run, config.steps_per_collect
 
     def runs_before_end(period: int) -> bool:
         first = (start // period + 1) * period if period > 0 else None
-        return first is not None and start + -(-(first - start) // run.num_envs) * run.num_envs < run.total_steps
+        return first is not None and start + -(-(first - start) // step) * step < run.total_steps
 
-    idle = {"wait"} if not run.async_learner else {"replay_sample", "update"}
+    idle = {"replay_sample", "update"} if run.async_learner else set()
+    if config.actors.kind != "inline":
+        idle |= {"act", "env_step"}
+    elif not run.async_learner:
+        idle.add("wait")
     idle |= {name for name, period in (("eval", run.eval_every), ("checkpoint", run.checkpoint_every))
              if not runs_before_end(period)}
     tags = {f"perf/share_{name}" for name in idle}
-    if not updates_due(run.total_steps + run.num_envs, run.learning_starts, run.training_interval, run.update_every):
+    if not updates_due(run.total_steps + step, run.learning_starts, run.training_interval, run.update_every):
         tags |= {"perf/share_replay_sample", "perf/share_update", "perf/updates_per_sec", "perf/learner_busy_share"}
     return tags
 

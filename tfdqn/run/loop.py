@@ -16,7 +16,7 @@ from tfdqn.config import DQNConfig
 from tfdqn.errors import RunFailure
 from tfdqn.policy import default_policy_dir, export_policy
 from tfdqn.run.build import Run, build_run
-from tfdqn.run.collectors import EnvFailure
+from tfdqn.run.collectors import CollectorFailure
 from tfdqn.run.summary import final_evaluation, summarize
 
 
@@ -28,12 +28,12 @@ def run_loop(run: Run) -> int:
         before = env_steps
         try:
             transitions = run.collector.collect()
-        except EnvFailure as failure:
+        except CollectorFailure as failure:
             raise RunFailure(f"{failure}; last checkpoint: {run.checkpoint.kept()}") from failure.__cause__
         t = time.perf_counter()
         with run.replay_lock:
             run.replay.add(transitions.frame, transitions.action, transitions.reward, transitions.terminated,
-                           transitions.truncated, transitions.final_frame)
+                           transitions.truncated, transitions.final_frame, transitions.streams)
         env_steps = int(run.agent.counters.env_steps.numpy())
         run.episodes.record(env_steps, transitions.games)
         run.timer.add("replay_add", t)

@@ -55,8 +55,8 @@ def load_run_config(run_dir: pathlib.Path, total_steps=None) -> config_lib.DQNCo
     overrides = {"run.total_steps": total_steps} if total_steps is not None else {}
     config = config_lib.build_config([run_dir / "config.yaml"], overrides)
     # A run ends at the first vector step at or past total_steps, so a checkpoint may lie up to
-    # num_envs - 1 steps past it; a smaller --total-steps would have ended the run before that checkpoint.
-    least = saved[0] - config.run.num_envs + 1
+    # one collect's steps - 1 past it; a smaller --total-steps would have ended the run before that checkpoint.
+    least = saved[0] - config.steps_per_collect + 1
     if total_steps is not None and config.run.total_steps < least:
         raise UserError(f"--total-steps {config.run.total_steps} is before the newest checkpoint (env step "
                         f"{saved[0]}); allowed with --resume: --total-steps >= {least}")

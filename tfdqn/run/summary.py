@@ -31,6 +31,10 @@ def summarize(run, env_steps: int) -> dict:
         "training_interval": config.training_interval,
         "num_envs": run.collector.num_envs,
         "async_learner": config.async_learner,
+        "actors": {"kind": run.config.actors.kind, **({"count": run.config.actors.count,
+                                                        "envs_per_actor": run.config.actors.envs_per_actor,
+                                                        "restarts": run.collector.restarts}
+                                                       if run.config.actors.kind != "inline" else {})},
         "episodes": run.episodes.count,
         **({"resumed_from_env_steps": run.resumed_from} if run.resumed_from is not None else {}),
         "wall_seconds": round(wall, 3),

@@ -1,0 +1,114 @@
+"""One actor: its own envs and a CPU copy of the network, stepping chunks of transitions for a learner in
+another process. The same class runs in an actor process (`process.py`) and as a Ray actor
+(`ray_actors.py`); it knows no transport.
+
+A chunk holds `actors.chunk_steps` vector steps of the actor's envs. Frames travel once (the frame each
+action was chosen from, plus an episode's final frame only where one ended), in the env's own dtype
+(uint8 for Atari). TensorFlow is imported when a worker is made, after its thread limits are set, so
+importing this module stays cheap for the learner and for Ray's driver.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import NamedTuple
+
+import numpy as np
+
+from tfdqn.config import DQNConfig
+from tfdqn.envs.vector import make_vector_env
+from tfdqn.run.collectors import VectorEnvCollector
+from tfdqn.telemetry.phase_timer import PhaseTimer
+
+
+class Chunk(NamedTuple):
+    """`steps` vector steps of one actor's M envs; the per-step fields have leading [steps, M] axes."""
+
+    actor: int
+    frame: np.ndarray        # [T, M, *frame_shape]: the newest frame of the observation each action was chosen from
+    action: np.ndarray       # [T, M] int32
+    reward: np.ndarray       # [T, M] float32, raw
+    terminated: np.ndarray   # [T, M] bool
+    truncated: np.ndarray    # [T, M] bool
+    ended: np.ndarray        # [E, 2] (t, m) of every episode that ended
+    final_frame: np.ndarray  # [E, *frame_shape]: those episodes' final frames
+    next_frame: np.ndarray   # [M, *frame_shape]: the frames after the last step (the next chunk's first)
+    games: list              # (t, m, raw return, length) of every whole game that ended
+    busy_seconds: float      # time the actor spent acting and stepping for this chunk
+
+    @property
+    def steps(self) -> int:
+        return len(self.action)
+
+
+def limit_threads() -> None:
+    """An actor acts on one small batch at a time: one TensorFlow thread each keeps N actors from
+    fighting over the cores (and over the learner's). Only takes effect before TensorFlow starts."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(1)
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+        tf.config.set_visible_devices([], "GPU")  # "a CPU copy of the network": the GPU is the learner's
+    except RuntimeError:  # TensorFlow already started in this process (a worker made twice in a test)
+        pass
+
+
+def actor_exploration(config: DQNConfig, index: int):
+    """The run's epsilon schedule, or actor `index`'s fixed Ape-X epsilon (`actors.exploration: apex`)."""
+    from tfdqn.agent.epsilon import apex_epsilon
+
+    if config.actors.exploration == "schedule":
+        return config.exploration
+    epsilon = apex_epsilon(index, config.actors.count)
+    return dataclasses.replace(config.exploration, epsilon_start=epsilon, epsilon_end=epsilon, epsilon_decay_steps=0)
+
+
+class ActorWorker:
+    """Actor `index` of a run: `collect(weights, env_steps)` returns the next chunk."""
+
+    def __init__(self, config: DQNConfig, index: int, seed: int):
+        limit_threads()
+        from tfdqn.agent.agent import make_acting_copy
+
+        self.index, self._steps = index, config.actors.chunk_steps
+        vector, spec = make_vector_env(config.env, config.actors.envs_per_actor, seed=seed)
+        self._network, actor = make_acting_copy(config, actor_exploration(config, index), spec.observation_shape,
+                                                spec.frame_dtype, spec.num_actions, seed)
+        self._env_steps = actor.env_steps
+        self._collector = VectorEnvCollector(vector, spec, actor, PhaseTimer(), seed=seed)
+        m = vector.num_envs
+        self._frame = np.zeros((self._steps, m, *spec.frame_shape), spec.frame_dtype)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+    def collect(self, weights: list | None, env_steps: int) -> Chunk:
+        """Set the weights where new ones came, take the run's env step count (the epsilon schedule
+        reads it), and step the envs `actors.chunk_steps` times."""
+        started = time.perf_counter()
+        if weights is not None:
+            self._network.set_weights(weights)
+        self._env_steps.assign(env_steps)
+        shape = self._frame.shape[:2]
+        action, reward = np.zeros(shape, np.int32), np.zeros(shape, np.float32)
+        terminated, truncated = np.zeros(shape, bool), np.zeros(shape, bool)
+        ended, final_frames, games = [], [], []
+        for t in range(self._steps):
+            step = self._collector.collect()
+            self._frame[t] = step.frame
+            action[t], reward[t], terminated[t], truncated[t] = step.action, step.reward, step.terminated, step.truncated
+            for m in np.flatnonzero(step.terminated | step.truncated):
+                ended.append((t, m))
+                final_frames.append(step.final_frame[m])
+            games += [(t, stream, ret, length) for stream, ret, length in step.games]
+        final_frame = np.stack(final_frames) if final_frames else np.zeros((0, *self._frame.shape[2:]), self._frame.dtype)
+        return Chunk(self.index, self._frame.copy(), action, reward, terminated, truncated,
+                     np.array(ended, np.int64).reshape(-1, 2), final_frame, self._collector.state().frames.copy(),
+                     games, time.perf_counter() - started)
+
+    def close(self) -> None:
+        self._collector.close()
