@@ -17,6 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tfdqn import cli
 from tfdqn.config import DQNConfig
 from tfdqn.envs.vector import make_vector_env
 from tfdqn.run.collectors import VectorEnvCollector
@@ -43,10 +44,12 @@ class Chunk(NamedTuple):
         return len(self.action)
 
 
-def limit_threads() -> None:
-    """An actor acts on one small batch at a time: one TensorFlow thread each keeps N actors from
-    fighting over the cores (and over the learner's). Only takes effect before TensorFlow starts."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+def start_tensorflow() -> None:
+    """Start TensorFlow with its start-up lines off stderr (the learner's stderr, which actors share,
+    stays one line on failure), and with one thread: an actor acts on one small batch at a time, and
+    N actors must not fight over the cores (or the learner's). Threads are set only before TensorFlow
+    runs anything in this process."""
+    cli.start_tensorflow()
     import tensorflow as tf
 
     try:
@@ -71,7 +74,7 @@ class ActorWorker:
     """Actor `index` of a run: `collect(weights, env_steps)` returns the next chunk."""
 
     def __init__(self, config: DQNConfig, index: int, seed: int):
-        limit_threads()
+        start_tensorflow()
         from tfdqn.agent.agent import make_acting_copy
 
         self.index, self._steps = index, config.actors.chunk_steps
