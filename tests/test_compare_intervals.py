@@ -6,6 +6,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO, tensorboard_tags
+from tfdqn.telemetry.windows import steady_state
 
 _spec = importlib.util.spec_from_file_location("compare_intervals", REPO / "tools" / "compare_intervals.py")
 compare_intervals = importlib.util.module_from_spec(_spec)
@@ -21,10 +22,10 @@ def test_steady_state_leaves_out_windows_before_learning_and_the_warm_up():
     # (extreme: 1e6 steps/s with no updates), the one ending at 400 is the warm-up (compilation: very slow)
     series = {"perf/env_steps_per_sec": _windows([1e6, 1e6, 1e6, 1.0, 500, 510, 490, 500]),
               "perf/updates_per_sec": _windows([0, 0, 0, 0.1, 125, 130, 120, 125])}
-    steady = compare_intervals.steady_state(series, learning_starts=250, warmup=1)
+    steady = steady_state(series, learning_starts=250, warmup=1)
     assert steady == {"perf/env_steps_per_sec": [500, 510, 490, 500], "perf/updates_per_sec": [125, 130, 120, 125]}
-    assert compare_intervals.steady_state(series, learning_starts=250, warmup=0)["perf/env_steps_per_sec"][0] == 1.0
-    assert compare_intervals.steady_state(series, learning_starts=800, warmup=1) == {}
+    assert steady_state(series, learning_starts=250, warmup=0)["perf/env_steps_per_sec"][0] == 1.0
+    assert steady_state(series, learning_starts=800, warmup=1) == {}
 
 
 def test_pooled_and_table_show_mean_and_spread_over_repeats_and_windows():

@@ -33,6 +33,7 @@ from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # n
 from tfdqn.errors import UserError  # noqa: E402
 from tfdqn.run.run_dir import choose_run_dir  # noqa: E402
 from tfdqn.run.signals import exit_code  # noqa: E402
+from tfdqn.telemetry.windows import steady_state, window_series  # noqa: E402
 
 # The per-window scalars the table and figure use, under the names of the CSV's columns.
 WINDOW_TAGS = {"perf/env_steps_per_sec": "env_steps_per_sec", "perf/updates_per_sec": "updates_per_sec",
@@ -77,28 +78,6 @@ def make_config(args: argparse.Namespace, interval: int) -> config_lib.DQNConfig
 def schedule(intervals: list[int], repeats: int) -> list[tuple[int, int]]:
     """(interval, repeat) in run order: interleaved, so drift in the machine's speed spreads over all intervals."""
     return [(k, r) for r in range(repeats) for k in intervals]
-
-
-def window_series(run_dir: pathlib.Path) -> dict[str, list[tuple[int, float]]]:
-    """Every perf/ and system/ scalar of a run as (step, value) per summary window, from one read of its logs."""
-    from tfdqn.telemetry.tensorboard import read_events
-
-    events = read_events(run_dir)
-    import tensorflow as tf
-
-    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
-            for tag in events.Tags()["tensors"] if tag.startswith(("perf/", "system/"))}
-
-
-def steady_state(series: dict[str, list[tuple[int, float]]], learning_starts: int,
-                 warmup: int) -> dict[str, list[float]]:
-    """Each tag's values in the steady windows: a window runs from the previous summary's step, so it is
-    steady if it starts at or after learning_starts and is not among the first `warmup` such windows."""
-    steps = sorted({step for pairs in series.values() for step, _ in pairs})
-    starts = dict(zip(steps, [0, *steps[:-1]]))
-    steady = [step for step in steps if starts[step] >= learning_starts][warmup:]
-    return {tag: [value for step, value in pairs if step in steady] for tag, pairs in series.items()
-            if any(step in steady for step, _ in pairs)}
 
 
 def run_row(interval: int, repeat: int, run_dir: pathlib.Path, summary: dict, windows: dict) -> dict:

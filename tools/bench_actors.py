@@ -1,0 +1,170 @@
+"""Env steps/s, updates/s and learner busy share against the number of actors, per kind of collector.
+
+    python tools/bench_actors.py --env CartPole --step-delay-ms 2 --kinds process ray --actors 1 4 \
+        --seconds 30 --out FILE.json
+
+Each measurement is a real `python -m tfdqn.train` run of the env's own config (learning after
+--learning-starts steps, no evaluation, no periodic checkpoint), stopped with SIGINT --seconds after it
+printed its replay line. Kinds: `inline` (this process's envs, `run.num_envs` = --envs-per-actor, the
+loop's thread acts and updates), `async` (the same with the learner in its own thread), `process` and
+`ray` (N actors of --envs-per-actor envs each; N from --actors). Inline kinds are measured once, with
+`actors` 0 in the table. `--step-delay-ms D` makes every env step wait D ms without using the CPU
+(`env.step_delay_ms`), as a simulator behind a socket would.
+
+Figures are steady-state: the per-window perf/ TensorBoard scalars of the summary windows that start
+at or after learning_starts, less the first --warmup-windows. `speedup` is env steps/s over the same
+kind's smallest actor count in this invocation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tfdqn.atomic import write_json  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
+from tfdqn.errors import RunFailure, UserError  # noqa: E402
+from tfdqn.telemetry.windows import steady_state, window_series  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+KINDS = ("inline", "async", "process", "ray")
+FIGURES = {"perf/env_steps_per_sec": "env_steps_per_sec", "perf/updates_per_sec": "updates_per_sec",
+           "perf/learner_busy_share": "learner_busy_share", "system/cpu_util": "cpu_util"}
+
+
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python tools/bench_actors.py", description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="CartPole", help="env name or id, as for tfdqn.train (default CartPole)")
+    parser.add_argument("--kinds", nargs="+", choices=KINDS, default=["inline", "process", "ray"],
+                        help="collectors to measure (default: inline process ray)")
+    parser.add_argument("--actors", type=number(int), nargs="+", default=[1, 2, 4, 8], metavar="N",
+                        help="actor counts for process and ray (default 1 2 4 8)")
+    parser.add_argument("--envs-per-actor", type=number(int), default=1, metavar="M",
+                        help="envs per actor, and the inline kinds' run.num_envs (default 1)")
+    parser.add_argument("--step-delay-ms", type=number(float), default=0.0, metavar="D",
+                        help="milliseconds each env step waits without using the CPU (default 0)")
+    parser.add_argument("--seconds", type=number(float), default=30.0, help="seconds each run trains (default 30)")
+    parser.add_argument("--learning-starts", type=number(int), default=500, metavar="N",
+                        help="env steps before the first update (default 500)")
+    parser.add_argument("--log-every", type=number(int), metavar="N",
+                        help="env steps per summary window (default: 250 for Atari, 1000 otherwise)")
+    parser.add_argument("--warmup-windows", type=number(int), default=1, metavar="W",
+                        help="steady windows left out at the start (default 1)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any config key for every run, e.g. run.training_interval=4")
+    parser.add_argument("--out", metavar="FILE.json", help="write every measurement here")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+    return parser
+
+
+def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """(kind, actors) in run order: the inline kinds once (0 actors), the others at each count."""
+    return [(kind, 0) for kind in args.kinds if kind in ("inline", "async")] + \
+        [(kind, n) for n in args.actors for kind in args.kinds if kind in ("process", "ray")]
+
+
+def command(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Path, name: str) -> list[str]:
+    from tfdqn.envs.make import is_atari_id, resolve_env_id
+
+    log_every = args.log_every or (250 if is_atari_id(resolve_env_id(args.env)) else 1000)
+    settings = {"run.total_steps": 10**9, "run.learning_starts": args.learning_starts, "run.log_every": log_every,
+                "run.checkpoint_every": 0, "run.eval_every": 0, "replay.capacity": 100_000,
+                "env.step_delay_ms": args.step_delay_ms}
+    if kind in ("inline", "async"):
+        settings.update({"run.num_envs": args.envs_per_actor, "run.async_learner": kind == "async"})
+    else:
+        settings.update({"actors.kind": kind, "actors.count": actors, "actors.envs_per_actor": args.envs_per_actor})
+    items = [f"{key}={value}" for key, value in settings.items()] + args.set
+    return [sys.executable, "-m", "tfdqn.train", "--env", args.env, "--quiet", "--logdir", str(logdir),
+            "--run-name", name, *(a for item in items for a in ("--set", item))]
+
+
+def measure(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Path) -> dict:
+    """One run: start it, let it train --seconds after its replay line, stop it, read its steady windows."""
+    name = f"{kind}_{actors}"
+    process = subprocess.Popen(command(args, kind, actors, logdir, name), cwd=REPO, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    started = threading.Event()
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith("replay:"):
+                started.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    while not started.wait(0.2):
+        if process.poll() is not None:
+            raise RunFailure(f"{name} ended before training: {(process.stderr.read().strip().splitlines() or ['?'])[-1]}")
+    time.sleep(args.seconds)
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=600)
+    if process.returncode != 130:
+        raise RunFailure(f"{name} exited with {process.returncode}: {(err.strip().splitlines() or ['?'])[-1]}")
+    windows = steady_state(window_series(logdir / name), args.learning_starts, args.warmup_windows)
+    summary = json.loads((logdir / name / "summary.json").read_text())
+    if not windows:
+        raise RunFailure(f"{name} had no steady window in {args.seconds:g} s; allowed: a longer --seconds "
+                         f"or a smaller --log-every")
+    row = {"kind": kind, "actors": actors, "env": summary["env_id"], "step_delay_ms": args.step_delay_ms,
+           "envs_per_actor": args.envs_per_actor, "training_interval": summary["training_interval"],
+           "windows": len(windows["perf/env_steps_per_sec"]), "actor_restarts": summary["actors"].get("restarts", 0)}
+    row.update({column: round(float(np.mean(windows[tag])), 4) for tag, column in FIGURES.items() if tag in windows})
+    row.setdefault("learner_busy_share", 0.0)  # no update ran in a steady window
+    return row
+
+
+def add_speedups(rows: list[dict]) -> None:
+    """env steps/s over the same kind's fewest actors measured."""
+    for row in rows:
+        base = min((r for r in rows if r["kind"] == row["kind"]), key=lambda r: r["actors"])
+        row["speedup"] = round(row["env_steps_per_sec"] / base["env_steps_per_sec"], 3)
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| kind | actors | env steps/s | updates/s | learner busy | CPU | speedup |", "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['kind']} | {r['actors']} | {r['env_steps_per_sec']:.0f} | {r['updates_per_sec']:.0f} | "
+              f"{r['learner_busy_share']:.2f} | {r.get('cpu_util', float('nan')):.2f} | {r['speedup']:.2f}x |"
+              for r in rows]
+    return "\n".join(lines)
+
+
+def _main(args: argparse.Namespace) -> int:
+    if args.seconds <= 0 or min(args.actors) < 1 or args.envs_per_actor < 1:
+        raise UserError("--seconds, --actors and --envs-per-actor must be positive; allowed: e.g. --seconds 30 "
+                        "--actors 1 4 --envs-per-actor 1")
+    start_tensorflow()  # reads the runs' TensorBoard logs
+    rows = []
+    with tempfile.TemporaryDirectory() as logdir:
+        for kind, actors in plan(args):
+            rows.append(measure(args, kind, actors, pathlib.Path(logdir)))
+            print(json.dumps(rows[-1]), flush=True)
+    add_speedups(rows)
+    print(table(rows))
+    if args.out:
+        write_json(pathlib.Path(args.out), {"command": " ".join(["python", "tools/bench_actors.py", *sys.argv[1:]]),
+                                            "cpus": os.cpu_count(), "runs": rows})
+    return 0
+
+
+def main(argv=None) -> int:
+    return run_cli(build_parser(), _main, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
