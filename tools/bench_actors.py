@@ -13,7 +13,9 @@ loop's thread acts and updates), `async` (the same with the learner in its own t
 
 Figures are steady-state: the per-window perf/ TensorBoard scalars of the summary windows that start
 at or after learning_starts, less the first --warmup-windows. `speedup` is env steps/s over the same
-kind's smallest actor count in this invocation.
+kind's smallest actor count in this invocation. `loop_wait_share` is the share of the learner loop's
+time spent waiting for transitions (for actors, or in async mode for the learner thread): where it is
+near 0 the learner is the limit.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ from tfdqn.telemetry.windows import steady_state, window_series  # noqa: E402
 REPO = pathlib.Path(__file__).resolve().parent.parent
 KINDS = ("inline", "async", "process", "ray")
 FIGURES = {"perf/env_steps_per_sec": "env_steps_per_sec", "perf/updates_per_sec": "updates_per_sec",
-           "perf/learner_busy_share": "learner_busy_share", "system/cpu_util": "cpu_util"}
+           "perf/learner_busy_share": "learner_busy_share", "perf/share_wait": "loop_wait_share",
+           "system/cpu_util": "cpu_util"}
 
 
 def build_parser() -> OneLineErrorParser:
@@ -126,6 +129,7 @@ def measure(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Pa
            "windows": len(windows["perf/env_steps_per_sec"]), "actor_restarts": summary["actors"].get("restarts", 0)}
     row.update({column: round(float(np.mean(windows[tag])), 4) for tag, column in FIGURES.items() if tag in windows})
     row.setdefault("learner_busy_share", 0.0)  # no update ran in a steady window
+    row.setdefault("loop_wait_share", 0.0)  # the loop never waited (inline)
     return row
 
 
@@ -137,10 +141,11 @@ def add_speedups(rows: list[dict]) -> None:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| kind | actors | env steps/s | updates/s | learner busy | CPU | speedup |", "|---|---|---|---|---|---|---|"]
+    lines = ["| kind | actors | env steps/s | updates/s | learner busy | loop waits | CPU | speedup |",
+             "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['kind']} | {r['actors']} | {r['env_steps_per_sec']:.0f} | {r['updates_per_sec']:.0f} | "
-              f"{r['learner_busy_share']:.2f} | {r.get('cpu_util', float('nan')):.2f} | {r['speedup']:.2f}x |"
-              for r in rows]
+              f"{r['learner_busy_share']:.2f} | {r['loop_wait_share']:.2f} | {r.get('cpu_util', float('nan')):.2f} | "
+              f"{r['speedup']:.2f}x |" for r in rows]
     return "\n".join(lines)
 
 
