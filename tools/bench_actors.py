@@ -13,7 +13,8 @@ loop's thread acts and updates), `async` (the same with the learner in its own t
 
 Figures are steady-state: the per-window perf/ TensorBoard scalars of the summary windows that start
 at or after learning_starts, less the first --warmup-windows. `speedup` is env steps/s over the same
-kind's smallest actor count in this invocation. `loop_wait_share` is the share of the learner loop's
+kind's smallest actor count in this invocation. First, `pipe` times one chunk of the env's frames
+through a pipe between two spawned processes (the process collector's transport). `loop_wait_share` is the share of the learner loop's
 time spent waiting for transitions (for actors, or in async mode for the learner thread): where it is
 near 0 the learner is the limit.
 """
@@ -35,6 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
+from tfdqn import config as config_lib  # noqa: E402
 from tfdqn.atomic import write_json  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
@@ -133,6 +135,36 @@ def measure(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Pa
     return row
 
 
+def _echo_chunks(conn, chunk: dict, count: int) -> None:
+    """An actor stand-in for `pipe_cost`: answers each request with the same chunk."""
+    for _ in range(count):
+        conn.recv()
+        conn.send(chunk)
+
+
+def pipe_cost(frame_shape: tuple, frame_dtype, chunk_steps: int, rounds: int = 200) -> dict:
+    """What one chunk of this env's frames costs through a pipe between two spawned processes, as the
+    process collector sends them: round trip, the learner's CPU per chunk, and throughput."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    chunk = {"frame": np.random.default_rng(0).integers(0, 255, (chunk_steps, 1, *frame_shape)).astype(frame_dtype),
+             "action": np.zeros((chunk_steps, 1), np.int32)}
+    mine, theirs = context.Pipe()
+    child = context.Process(target=_echo_chunks, args=(theirs, chunk, rounds + 1))
+    child.start()
+    mine.send(None), mine.recv()  # the child has started
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(rounds):
+        mine.send(None)
+        mine.recv()
+    wall, cpu = (time.perf_counter() - wall) / rounds, (time.process_time() - cpu) / rounds
+    child.join()
+    nbytes = sum(a.nbytes for a in chunk.values())
+    return {"chunk_bytes": nbytes, "round_trip_ms": round(wall * 1e3, 3), "learner_cpu_ms": round(cpu * 1e3, 3),
+            "megabytes_per_sec": round(nbytes / wall / 1e6, 1)}
+
+
 def add_speedups(rows: list[dict]) -> None:
     """env steps/s over the same kind's fewest actors measured."""
     for row in rows:
@@ -154,6 +186,15 @@ def _main(args: argparse.Namespace) -> int:
         raise UserError("--seconds, --actors and --envs-per-actor must be positive; allowed: e.g. --seconds 30 "
                         "--actors 1 4 --envs-per-actor 1")
     start_tensorflow()  # reads the runs' TensorBoard logs
+    from tfdqn.config import DQNConfig
+    from tfdqn.envs.make import make_env
+
+    config = DQNConfig.for_env(args.env, config_lib.parse_set(args.set))
+    env, spec = make_env(config.env, seed=0)
+    env.close()
+    pipe = pipe_cost(spec.frame_shape, spec.frame_dtype, config.actors.chunk_steps * args.envs_per_actor)
+    print(f"pipe: a chunk of {pipe['chunk_bytes']:,} bytes takes {pipe['round_trip_ms']:.2f} ms there and back, "
+          f"{pipe['learner_cpu_ms']:.2f} ms of the learner's CPU ({pipe['megabytes_per_sec']:.0f} MB/s)", flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as logdir:
         for kind, actors in plan(args):
@@ -163,7 +204,7 @@ def _main(args: argparse.Namespace) -> int:
     print(table(rows))
     if args.out:
         write_json(pathlib.Path(args.out), {"command": " ".join(["python", "tools/bench_actors.py", *sys.argv[1:]]),
-                                            "cpus": os.cpu_count(), "runs": rows})
+                                            "cpus": os.cpu_count(), "pipe": pipe, "runs": rows})
     return 0
 
 
