@@ -39,11 +39,11 @@ class RayActors:
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             if actors.ray_address:
-                ray.init(address=actors.ray_address, logging_level=logging.WARNING, log_to_driver=False)
+                ray.init(address=actors.ray_address, logging_level=logging.ERROR, log_to_driver=False)
             else:  # the local scheduler must fit every actor's reservation, whatever the core count
                 cpus = max(os.cpu_count() or 1, int(-(-actors.count * actors.cpus_per_actor // 1)))
                 ray.init(num_cpus=cpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
-                         logging_level=logging.WARNING, log_to_driver=False)
+                         logging_level=logging.ERROR, log_to_driver=False)
         from tfdqn.actors.worker import ActorWorker
 
         self._config = config
