@@ -126,7 +126,7 @@ def test_each_actor_writes_its_own_replay_streams_and_moves_the_env_step_counter
                                             "actors.chunk_steps": 8})
     spec = make_env(config.env, seed=0)[1]
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
-    replay = ReplayRing(1000, spec.frame_shape, spec.frame_dtype, num_streams=config.num_streams)
+    replay = ReplayRing(20_000, spec.frame_shape, spec.frame_dtype, num_streams=config.num_streams)
     collector = RemoteCollector(ProcessActors(config), config, spec, agent.counters, agent.online,
                                 replay.cut_episodes, PhaseTimer())
     try:
