@@ -241,4 +241,6 @@ def test_actor_settings_are_checked_in_one_line(run_cmd, tmp_path):
     assert result.returncode == 2
     assert result.stderr == ("python -m tfdqn.train: error: --ray-address 'auto' needs actors.kind = 'ray', not 'inline'; "
                              "allowed: --actors ray\n")
+    result = run_cmd("tfdqn.train", "--env", "CartPole", "--actors", "process", "--deterministic", "--logdir", str(tmp_path))
+    assert result.returncode == 2 and "compute.deterministic = True with actors.kind = 'process'" in result.stderr
     assert not any(tmp_path.iterdir())

@@ -378,6 +378,9 @@ def validate(c: DQNConfig) -> None:
     if c.compute.deterministic and c.run.async_learner:  # the learner thread's timing picks the batches
         raise UserError("config key compute.deterministic = True with run.async_learner = True cannot repeat a run; "
                         "allowed: one of the two")
+    if c.compute.deterministic and c.actors.kind != "inline":  # chunks arrive in timing order
+        raise UserError(f"config key compute.deterministic = True with actors.kind = {c.actors.kind!r} cannot repeat "
+                        f"a run; allowed: one of the two (actors.kind = 'inline' repeats)")
     _check(c.network.kind in ("auto", "mlp", "nature_cnn"), "network.kind", c.network.kind,
            "auto, mlp, nature_cnn")
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
