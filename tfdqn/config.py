@@ -69,6 +69,8 @@ class LearnerConfig:
     max_grad_norm: float = _field(10.0, "global gradient-norm clip; 0 turns clipping off")
     target_update_period: int = _field(500, "gradient updates between target-network copies")
     clip_rewards: bool = _field(False, "clip rewards to their sign for the loss (logged returns stay raw)")
+    n_step: int = _field(1, "rewards summed before bootstrapping: gamma^j-weighted over up to n steps of the "
+                            "episode (Hessel et al. 2018 use 3); host replay only")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,14 +388,20 @@ def validate(c: DQNConfig) -> None:
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")
     _validate_actors(c.actors, c.env)
+    _check(c.learner.n_step >= 1, "learner.n_step", c.learner.n_step, "an integer >= 1")
+    if c.learner.n_step > 1 and (c.replay.device != "host" or c.learner.clip_rewards):
+        raise UserError(f"config key learner.n_step = {c.learner.n_step} needs replay.device = 'host' and "
+                        f"learner.clip_rewards = false (clipping applies to each reward, not their sum); "
+                        f"allowed: learner.n_step = 1 with replay.device = {c.replay.device!r} or "
+                        f"learner.clip_rewards = {c.learner.clip_rewards}")
     # Each env writes its own ring of capacity // streams slots, which must hold a whole stack, its
-    # next frame and the newest (not yet sampleable) slot.
-    per_env, streams = c.env.frame_stack + 2, c.num_streams
+    # n next frames and the newest (not yet sampleable) slot.
+    per_env, streams = c.env.frame_stack + c.learner.n_step + 1, c.num_streams
     envs = "run.num_envs" if c.actors.kind == "inline" else "actors.count * actors.envs_per_actor"
     if c.replay.capacity // streams < per_env:
         raise UserError(f"config key replay.capacity = {c.replay.capacity} gives each of {envs} = "
                         f"{streams} envs {c.replay.capacity // streams} slots; allowed: capacity >= "
-                        f"envs * (frame_stack + 2) = {streams * per_env}")
+                        f"envs * (frame_stack + n_step + 1) = {streams * per_env}")
     # The ring also holds each episode's final frame and refuses its newest slot and the oldest
     # stack's history, so a batch needs some slack beyond batch_size.
     least = c.replay.batch_size + streams * (c.env.frame_stack + 1)

@@ -20,27 +20,29 @@ class Batch(NamedTuple):
 
     observation: np.ndarray       # [B, *observation_shape], frame dtype
     action: np.ndarray            # [B] int32
-    reward: np.ndarray            # [B] float32, raw: the learner clips
-    discount: np.ndarray          # [B] float32: 0.0 where the episode terminated, else 1.0
-    next_observation: np.ndarray  # [B, *observation_shape], frame dtype
+    reward: np.ndarray            # [B] float32, raw (the learner clips); n-step: sum of gamma^j r_{t+j}
+    discount: np.ndarray          # [B] float32: 0.0 where the episode terminated, else 1.0 (n-step: gamma^(m-1)
+                                  # for the m rewards summed, so the learner's gamma * discount is gamma^m)
+    next_observation: np.ndarray  # [B, *observation_shape], frame dtype: m steps on (1 for one-step)
 
 
-def _slots_per_stream(capacity: int, stack_size: int, num_streams: int) -> int:
-    """Slots each stream gets; a stream must hold a full stack, its next frame and a pending newest slot."""
+def _slots_per_stream(capacity: int, stack_size: int, num_streams: int, n_step: int = 1) -> int:
+    """Slots each stream gets; a stream must hold a full stack, its n next frames and a pending newest slot."""
     if stack_size < 1:
         raise ValueError(f"stack_size = {stack_size}; allowed: >= 1")
     if num_streams < 1:
         raise ValueError(f"num_streams = {num_streams}; allowed: >= 1")
     slots = capacity // num_streams
-    if slots < stack_size + 2:
+    if slots < stack_size + n_step + 1:
         raise ValueError(f"capacity = {capacity} gives {slots} slots to each of {num_streams} streams; "
-                         f"allowed: at least stack_size + 2 = {stack_size + 2} slots per stream")
+                         f"allowed: at least stack_size + n_step + 1 = {stack_size + n_step + 1} slots per stream")
     return slots
 
 
-def _layout(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int, num_streams: int) -> dict:
+def _layout(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int, num_streams: int,
+            n_step: int = 1) -> dict:
     """Name -> (shape, dtype) of every array the ring allocates: one source for allocation and size."""
-    per_slot = (num_streams, _slots_per_stream(capacity, stack_size, num_streams))
+    per_slot = (num_streams, _slots_per_stream(capacity, stack_size, num_streams, n_step))
     per_stream = (num_streams,)
     return {
         "frames": (per_slot + tuple(frame_shape), np.dtype(frame_dtype)),
@@ -68,13 +70,14 @@ class ReplayRing:
     """
 
     def __init__(self, capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
-                 num_streams: int = 1, seed: int = 0):
-        layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams)
+                 num_streams: int = 1, seed: int = 0, n_step: int = 1, gamma: float = 1.0):
+        layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step)
         for name, (shape, dtype) in layout.items():  # self._frames, self._action, ... as listed in _layout
             setattr(self, "_" + name, np.zeros(shape, dtype))
         self._num_streams = num_streams
         self._slots = layout["frames"][0][1]
         self._stack_size = stack_size
+        self._n_step, self._gamma = n_step, gamma
         self._frame_shape = tuple(frame_shape)
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self.capacity = self._slots * num_streams  # slots actually allocated, final-frame slots included
@@ -84,9 +87,9 @@ class ReplayRing:
 
     @staticmethod
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
-                     num_streams: int = 1) -> int:
+                     num_streams: int = 1, n_step: int = 1) -> int:
         """`nbytes` of a ring built with these arguments, computed without allocating it."""
-        layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams)
+        layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step)
         return sum(math.prod(shape) * dtype.itemsize for shape, dtype in layout.values())
 
     def add(self, frame, action, reward, terminated, truncated, next_frame, streams=None) -> None:
@@ -145,25 +148,27 @@ class ReplayRing:
         """The one predicate: which flat indices (stream * slots_per_stream + slot) hold usable transitions.
 
         `age` counts writes since the slot was written (0: newest). A slot is refused when it was never
-        written or was overwritten (age >= filled), when it is the newest (its next frame is not written
-        yet), when it holds only a final frame, or when a history frame its stack needs (up to
-        stack_size - 1 back, never before the episode's first frame) has been overwritten by the wrap.
+        written or was overwritten (age >= filled), when it is among the n_step newest (the frames and
+        rewards it looks ahead to are not all written yet), when it holds only a final frame, or when a
+        history frame its stack needs (up to stack_size - 1 back, never before the episode's first
+        frame) has been overwritten by the wrap.
         """
         stream, slot = np.divmod(np.asarray(indices), self._slots)
         age = (self._cursor[stream] - 1 - slot) % self._slots
         history = np.minimum(self._step_in_episode[stream, slot], self._stack_size - 1)
-        return (age >= 1) & (age + history < self._filled[stream]) & ~self._final_only[stream, slot]
+        return (age >= self._n_step) & (age + history < self._filled[stream]) & ~self._final_only[stream, slot]
 
     def __len__(self) -> int:
         """Number of transitions that may be sampled now (stored transitions the predicate accepts).
 
-        Only a stream's newest slot and its stack_size - 1 oldest slots can be refused while written
-        and not final-only, so the predicate runs on those alone: O(num_streams * stack_size).
+        Only a stream's n_step newest slots and its stack_size - 1 oldest slots can be refused while
+        written and not final-only, so the predicate runs on those alone: O(num_streams * (n_step + stack_size)).
         """
-        k = self._stack_size
+        k, n = self._stack_size, self._n_step
         filled = self._filled[:, None]
-        ages = np.concatenate([np.zeros_like(filled), filled - (k - 1) + np.arange(k - 1)], axis=1)
-        present = (ages < filled) & ((ages >= 1) | (np.arange(k) == 0))  # written, each slot counted once
+        newest = np.broadcast_to(np.arange(n), (len(filled), n))
+        ages = np.concatenate([newest, filled - (k - 1) + np.arange(k - 1)], axis=1)
+        present = (ages < filled) & ((ages >= n) | (np.arange(n + k - 1) < n))  # written, each slot counted once
         stream = np.broadcast_to(np.arange(self._num_streams)[:, None], ages.shape)[present]
         slot = (self._cursor[stream] - 1 - ages[present]) % self._slots
         refused = ~self._final_only[stream, slot] & ~self.is_sampleable(stream * self._slots + slot)
@@ -213,6 +218,8 @@ class ReplayRing:
         single fresh allocation per batch keeps sampling clear of page faults from repeated large mallocs.
         """
         stream, slot = np.divmod(np.asarray(indices), self._slots)
+        if self._n_step > 1:
+            return self._gather_n_step(stream, slot)
         k = self._stack_size
         back = np.arange(k - 1, -2, -1)  # frames back from `slot`: k-1 .. 0, then -1 (the next frame)
         window = self._load_frames(stream[:, None], (slot[:, None] - back) % self._slots)
@@ -229,6 +236,29 @@ class ReplayRing:
             discount=(~self._terminated[stream, slot]).astype(np.float32),
             next_observation=next_observation,
         )
+
+    def _stack(self, stream: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        """The observations whose newest frames are at (stream, slot), zero before each episode's start."""
+        k = self._stack_size
+        back = np.arange(k - 1, -1, -1)
+        frames = self._load_frames(stream[:, None], (slot[:, None] - back) % self._slots)
+        frames[back > self._step_in_episode[stream, slot][:, None]] = 0
+        return frames[:, 0] if k == 1 else frames
+
+    def _gather_n_step(self, stream: np.ndarray, slot: np.ndarray) -> Batch:
+        """n-step transitions: the rewards of up to n steps summed with gamma^j, stopping where the episode
+        ended (the slot after its last transition holds only the final frame), and the observation m
+        steps on; a termination within them leaves nothing to bootstrap from."""
+        ahead = (slot[:, None] + np.arange(self._n_step)) % self._slots  # [B, n]
+        ended_before = np.cumsum(self._final_only[stream[:, None], ahead], axis=1) > 0  # step j is past the end
+        summed = ~ended_before
+        steps = summed.sum(axis=1)  # m: 1..n
+        reward = (self._reward[stream[:, None], ahead] * summed * self._gamma ** np.arange(self._n_step)).sum(axis=1)
+        last = ahead[np.arange(len(slot)), steps - 1]
+        discount = np.where(self._terminated[stream, last], 0.0, self._gamma ** (steps - 1))
+        return Batch(observation=self._stack(stream, slot), action=self._action[stream, slot],
+                     reward=reward.astype(np.float32), discount=discount.astype(np.float32),
+                     next_observation=self._stack(stream, (slot + steps) % self._slots))
 
     # ---------------------------------------------------------------- persistence (see checkpoint.py)
 

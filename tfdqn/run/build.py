@@ -79,7 +79,7 @@ class Run:
 def check_memory(config: DQNConfig, spec: EnvSpec) -> None:
     """Refuse a replay that cannot fit before it is allocated, naming both sizes."""
     needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
-                                     num_streams=config.num_streams)
+                                     num_streams=config.num_streams, n_step=config.learner.n_step)
     available = psutil.virtual_memory().available
     if needed > 0.9 * available:
         fits = int(config.replay.capacity * 0.9 * available / needed)
@@ -88,9 +88,13 @@ def check_memory(config: DQNConfig, spec: EnvSpec) -> None:
 
 
 def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int) -> ReplayRing:
-    ring = DeviceReplay if config.replay.device == "accelerator" else ReplayRing
-    replay = ring(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
-                  num_streams=num_envs, seed=config.run.seed)
+    if config.replay.device == "accelerator":
+        replay = DeviceReplay(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
+                              num_streams=num_envs, seed=config.run.seed)
+    else:
+        replay = ReplayRing(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
+                            num_streams=num_envs, seed=config.run.seed, n_step=config.learner.n_step,
+                            gamma=config.learner.gamma)
     print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
           f"({replay.nbytes:,} bytes, {replay.nbytes / config.replay.capacity:.0f} per transition)", flush=True)
     return replay
