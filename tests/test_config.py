@@ -47,6 +47,12 @@ def test_set_values_are_typed_by_their_field():
     ({"learner.double_dqn": "maybe"}, "learner.double_dqn = 'maybe'"),
     ({"run.trainig_interval": 2}, "did you mean run.training_interval"),
     ({"nosection": 2}, "unknown config key 'nosection'"),
+    ({"learner.n_step": 0}, "learner.n_step = 0"),
+    ({"learner.n_step": 3, "replay.device": "accelerator"}, "learner.n_step = 3 needs replay.device = 'host'"),
+    ({"learner.n_step": 3, "learner.clip_rewards": True}, "clipping applies to each reward, not their sum"),
+    ({"actors.count": 0}, "actors.count = 0"),
+    ({"actors.exploration": "greedy"}, "actors.exploration = 'greedy'"),
+    ({"env.step_delay_ms": -1}, "env.step_delay_ms = -1"),
 ])
 def test_bad_values_give_one_line_naming_value_and_allowed(overrides, needle):
     with pytest.raises(UserError) as error:
@@ -82,16 +88,17 @@ def test_every_replay_size_that_validates_builds_its_ring():
     checked = 0
     for num_envs in (1, 2, 8):
         for frame_stack in (1, 4):
-            for capacity in range(1, 90):
-                overrides = {"replay.capacity": capacity, "replay.batch_size": 1, "run.num_envs": num_envs,
-                             "env.frame_stack": frame_stack}
-                try:
-                    C.build_config([], overrides)
-                except UserError as error:
-                    assert "\n" not in str(error)
-                    continue
-                ReplayRing(capacity, (2,), np.float32, frame_stack, num_streams=num_envs)
-                checked += 1
+            for n_step in (1, 3):
+                for capacity in range(1, 90):
+                    overrides = {"replay.capacity": capacity, "replay.batch_size": 1, "run.num_envs": num_envs,
+                                 "env.frame_stack": frame_stack, "learner.n_step": n_step}
+                    try:
+                        C.build_config([], overrides)
+                    except UserError as error:
+                        assert "\n" not in str(error)
+                        continue
+                    ReplayRing(capacity, (2,), np.float32, frame_stack, num_streams=num_envs, n_step=n_step)
+                    checked += 1
     assert checked > 100
     with pytest.raises(UserError, match="replay.capacity = 41 gives each of run.num_envs = 8 envs 5 slots"):
         C.build_config([], {"replay.capacity": 41, "replay.batch_size": 1, "run.num_envs": 8, "env.frame_stack": 4})

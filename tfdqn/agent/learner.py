@@ -11,7 +11,8 @@ from tfdqn.agent.fused_adam import FusedAdam
 
 def td_target(r_t, discount_t, q_target_t, gamma: float, q_online_t=None) -> tf.Tensor:
     """r + gamma * discount * Q_target(s', a'), with a' = argmax of Q_target (DQN) or, when the
-    online values are given, of Q_online (double DQN). `discount` is 0 only on termination."""
+    online values are given, of Q_online (double DQN). `discount` is 0 only on termination; with n-step
+    returns it is gamma^(m-1) for the m rewards summed into `r`, so gamma * discount discounts m steps."""
     if q_online_t is None:
         next_value = tf.reduce_max(q_target_t, axis=-1)
     else:
