@@ -377,23 +377,33 @@ def validate(c: DQNConfig) -> None:
     _check(c.learner.optimizer in ("adam", "rmsprop"), "learner.optimizer", c.learner.optimizer, "adam, rmsprop")
     _check(c.replay.device in ("host", "accelerator"), "replay.device", c.replay.device, "host, accelerator")
     _check(c.compute.act_device in ("auto", "cpu"), "compute.act_device", c.compute.act_device, "auto, cpu")
+    _check(c.network.kind in ("auto", "mlp", "nature_cnn"), "network.kind", c.network.kind,
+           "auto, mlp, nature_cnn")
+    _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
+           list(c.network.hidden_sizes), "one or more integers >= 1")
+    _check(c.learner.n_step >= 1, "learner.n_step", c.learner.n_step, "an integer >= 1")
+    _validate_actors(c.actors, c.env)
+    _validate_combinations(c)
+    _validate_replay_size(c)
+
+
+def _validate_combinations(c: DQNConfig) -> None:
+    """Settings that are each valid but not together."""
     if c.compute.deterministic and c.run.async_learner:  # the learner thread's timing picks the batches
         raise UserError("config key compute.deterministic = True with run.async_learner = True cannot repeat a run; "
                         "allowed: one of the two")
     if c.compute.deterministic and c.actors.kind != "inline":  # chunks arrive in timing order
         raise UserError(f"config key compute.deterministic = True with actors.kind = {c.actors.kind!r} cannot repeat "
                         f"a run; allowed: one of the two (actors.kind = 'inline' repeats)")
-    _check(c.network.kind in ("auto", "mlp", "nature_cnn"), "network.kind", c.network.kind,
-           "auto, mlp, nature_cnn")
-    _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
-           list(c.network.hidden_sizes), "one or more integers >= 1")
-    _validate_actors(c.actors, c.env)
-    _check(c.learner.n_step >= 1, "learner.n_step", c.learner.n_step, "an integer >= 1")
     if c.learner.n_step > 1 and (c.replay.device != "host" or c.learner.clip_rewards):
         raise UserError(f"config key learner.n_step = {c.learner.n_step} needs replay.device = 'host' and "
                         f"learner.clip_rewards = false (clipping applies to each reward, not their sum); "
                         f"allowed: learner.n_step = 1 with replay.device = {c.replay.device!r} or "
                         f"learner.clip_rewards = {c.learner.clip_rewards}")
+
+
+def _validate_replay_size(c: DQNConfig) -> None:
+    """The replay must give every env's ring room for its stacks and look-ahead, and a batch beyond that."""
     # Each env writes its own ring of capacity // streams slots, which must hold a whole stack, its
     # n next frames and the newest (not yet sampleable) slot.
     per_env, streams = c.env.frame_stack + c.learner.n_step + 1, c.num_streams
@@ -402,13 +412,13 @@ def validate(c: DQNConfig) -> None:
         raise UserError(f"config key replay.capacity = {c.replay.capacity} gives each of {envs} = "
                         f"{streams} envs {c.replay.capacity // streams} slots; allowed: capacity >= "
                         f"envs * (frame_stack + n_step + 1) = {streams * per_env}")
-    # The ring also holds each episode's final frame and refuses its newest slot and the oldest
+    # The ring also holds each episode's final frame and refuses its n_step newest slots and the oldest
     # stack's history, so a batch needs some slack beyond batch_size.
-    least = c.replay.batch_size + streams * (c.env.frame_stack + 1)
+    least = c.replay.batch_size + streams * (c.env.frame_stack + c.learner.n_step)
     if c.replay.capacity < least:
         raise UserError(f"config key replay.batch_size = {c.replay.batch_size} does not fit in "
                         f"replay.capacity = {c.replay.capacity}; allowed: capacity >= batch_size + "
-                        f"envs * (frame_stack + 1) = {least}")
+                        f"envs * (frame_stack + n_step) = {least}")
 
 
 def _validate_actors(a: ActorsConfig, env: EnvConfig) -> None:
