@@ -103,7 +103,7 @@ class RemoteCollector:
                 self._ready.extend(self._actors.wait())
             index, result = self._ready.pop(0)
             if isinstance(result, ActorError):
-                raise ActorFailure(f"actor {index} (pid {self._actors.pid(index)}) failed: {result.message}")
+                raise ActorFailure(f"actor {index} ({self._pid(index)}) failed: {result.message}")
             if isinstance(result, ActorDied):
                 self._replace(index, result.how)
                 continue
@@ -112,17 +112,22 @@ class RemoteCollector:
 
     def _replace(self, index: int, how: str) -> None:
         """Restart a dead actor once, its streams' unfinished episodes cut as truncations."""
-        pid = self._actors.pid(index)
+        pid = self._pid(index)
         self._actors.stop(index)
         if self._restarts[index]:
-            raise ActorFailure(f"actor {index} (pid {pid}) {how} after its one restart")
+            raise ActorFailure(f"actor {index} ({pid}) {how} after its one restart")
         streams = index * self._per_actor + np.arange(self._per_actor)
         self._cut(self._frames[streams], streams)
         self._ready = [(i, result) for i, result in self._ready if i != index]  # from the dead process
         self._restarts[index] += 1
-        print(f"actor {index} (pid {pid}) {how}; restarting it with seed {self._actor_seed(index)}, its "
+        print(f"actor {index} ({pid}) {how}; restarting it with seed {self._actor_seed(index)}, its "
               f"unfinished episodes cut as truncations", flush=True)
         self._start([index])
+
+    def _pid(self, index: int) -> str:
+        """`pid 4242`, or `pid unknown` for a Ray actor that died before it ever answered."""
+        pid = self._actors.pid(index)
+        return f"pid {pid}" if pid is not None else "pid unknown"
 
     def state(self) -> CollectorState:
         """The streams' next frames: actors' envs live elsewhere, so a resumed run starts new games."""

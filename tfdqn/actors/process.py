@@ -2,9 +2,9 @@
 
 Processes start with multiprocessing's `spawn`: a fresh interpreter, so no TensorFlow state is forked.
 A request carries new weights (or None) and the run's env step count; the reply is one chunk. The
-learner asks for an actor's next chunk as soon as it receives one, so the actor steps while the learner
-adds and updates, and at most one finished chunk waits in each pipe: an actor whose learner falls
-behind is paused on its next send, never queues without bound. One request at a time also means a
+learner asks for an actor's next chunk as soon as it takes one, so the actor steps while the learner
+adds and updates; an actor whose chunk the learner has not taken yet waits for its next request, so
+no more than one finished chunk per actor is ever waiting. One request at a time also means a
 large weights message always finds the actor reading, so neither side can block the other on a full pipe.
 
 Endings: the learner's `close()` closes its ends of the pipes, which stops every actor at its next read

@@ -3,13 +3,15 @@
 Only Ray core is used: `ray.remote` actors, one `ray.put` per weight sync (every actor reads that one
 object), and `ray.wait` on the outstanding chunk requests. Ray queues an actor's method calls, so each
 actor has two requests out: it starts its next chunk while the learner takes the last one, and no more
-than two finished chunks per actor wait in the object store. `actors.ray_address` joins a running
+than two finished chunks per actor wait in the object store. `ray.wait` may return any ready reference,
+so it is asked only about each actor's oldest request: an actor's chunks reach the replay in order. `actors.ray_address` joins a running
 cluster (`auto`: the one this machine joined with `ray start`); empty starts Ray here, with a small
 object store, and shuts it down again at the end. Needs the `ray` extra (`pip install tfdqn[ray]`).
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 
@@ -50,7 +52,7 @@ class RayActors:
         self._class = ray.remote(ActorWorker).options(num_cpus=actors.cpus_per_actor, max_restarts=0)
         self._handles: dict = {}
         self._pids: dict[int, int] = {}
-        self._pending: dict = {}  # ObjectRef -> actor index
+        self._pending: dict[int, collections.deque] = {}  # actor index -> its requests' ObjectRefs, oldest first
 
     def start(self, index: int, seed: int) -> None:
         handle = self._class.remote(self._config, index, seed)
@@ -72,34 +74,42 @@ class RayActors:
         return self._ray.put(weights)
 
     def request(self, index: int, weights, env_steps: int) -> None:
-        self._pending[self._handles[index].collect.remote(weights, env_steps)] = index
+        self._pending.setdefault(index, collections.deque()).append(
+            self._handles[index].collect.remote(weights, env_steps))
 
     def wait(self) -> list[tuple[int, object]]:
-        """Block until some request finishes; (index, Chunk, ActorError or ActorDied) for each."""
+        """Block until some actor's oldest request finishes; (index, Chunk, ActorError or ActorDied)."""
         ray = self._ray
-        ready, _ = ray.wait(list(self._pending), num_returns=1)
+        oldest = {queue[0]: index for index, queue in self._pending.items() if queue}
+        ready, _ = ray.wait(list(oldest), num_returns=1)
         results = []
         for ref in ready:
-            index = self._pending.pop(ref)
-            try:
-                results.append((index, ray.get(ref)))
-            except ray.exceptions.ActorDiedError as error:
-                cause = getattr(error, "cause", None)
-                if isinstance(cause, ray.exceptions.RayTaskError):  # its __init__ raised
-                    results.append((index, ActorError(one_line(cause.cause))))
-                else:
-                    results.append((index, ActorDied("died (its process ended)")))
-            except ray.exceptions.RayActorError:
-                results.append((index, ActorDied("became unreachable")))
-            except ray.exceptions.RayTaskError as error:
-                results.append((index, ActorError(one_line(error.cause))))
+            index = oldest[ref]
+            self._pending[index].popleft()
+            results.append((index, self._result(ref)))
+            self.pid(index)  # read while the actor answers: a dead actor's pid can no longer be asked
         return results
+
+    def _result(self, ref):
+        """The chunk, or what became of the actor: an error in its own code, or its death."""
+        errors = self._ray.exceptions
+        try:
+            return self._ray.get(ref)
+        except errors.RayActorError as error:
+            if getattr(error, "actor_init_failed", False):  # its __init__ raised: the env or network is bad
+                return ActorError(one_line(error))
+            return ActorDied("died (its process ended)" if isinstance(error, errors.ActorDiedError)
+                             else "became unreachable")
+        except errors.RayTaskError as error:
+            return ActorError(one_line(error.cause))
+        except errors.RayError as error:  # the object store lost or could not hold the chunk
+            return ActorError(one_line(error))
 
     def stop(self, index: int) -> None:
         """Stop one actor (it failed) and forget its outstanding requests."""
         self._ray.kill(self._handles.pop(index))
         self._pids.pop(index, None)
-        self._pending = {ref: i for ref, i in self._pending.items() if i != index}
+        self._pending.pop(index, None)
 
     def close(self) -> None:
         for index in list(self._handles):

@@ -2,9 +2,9 @@
 another process. The same class runs in an actor process (`process.py`) and as a Ray actor
 (`ray_actors.py`); it knows no transport.
 
-A chunk holds `actors.chunk_steps` vector steps of the actor's envs. Frames travel once (the frame each
-action was chosen from, plus an episode's final frame only where one ended), in the env's own dtype
-(uint8 for Atari). TensorFlow is imported when a worker is made, after its thread limits are set, so
+A chunk holds `actors.chunk_steps` vector steps of the actor's envs. Each frame travels once (the frame
+each action was chosen from, plus an episode's final frame only where one ended), in the env's own dtype
+(uint8 for Atari); only the frames after the last step travel twice, as the next chunk's first. TensorFlow is imported when a worker is made, after its thread limits are set, so
 importing this module stays cheap for the learner and for Ray's driver.
 """
 
