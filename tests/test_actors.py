@@ -200,6 +200,22 @@ def test_a_stopped_learner_checkpoints_and_stops_every_actor(tmp_path, signum, c
 
 
 @pytest.mark.slow
+def test_a_learner_waiting_on_stuck_actors_still_stops_on_sigterm(tmp_path):
+    learner = Learner(*SMALL_CARTPOLE, *PROCESS_ACTORS, "--total-steps", "1e6", "--quiet",
+                      "--set", "env.step_delay_ms=600000", "--logdir", str(tmp_path), "--run-name", "a")
+    actors = learner.wait_for_actors()  # each of their env steps waits 10 minutes: no chunk ever comes
+    learner.wait_for(lambda: any("replay:" in line for line in learner.out), what="the replay line")
+    time.sleep(2.0)
+    learner.process.send_signal(signal.SIGTERM)
+    stopped_at = time.time()
+    assert learner.exit_code(timeout=60) == 143, learner.err
+    assert time.time() - stopped_at < 20  # the wait looks at the stop request every second; stuck actors are terminated
+    assert _gone(actors, timeout=5)
+    assert any("stopped by SIGTERM" in line for line in learner.err)
+    assert list((tmp_path / "a" / "checkpoints").glob("ckpt-*.complete"))
+
+
+@pytest.mark.slow
 def test_after_the_learner_is_killed_its_actors_exit_and_the_run_resumes_from_its_checkpoint(tmp_path):
     learner = Learner(*TINY, *PROCESS_ACTORS, "--total-steps", "2000", "--checkpoint-every", "1000",
                       "--logdir", str(tmp_path), "--run-name", "a")

@@ -20,9 +20,10 @@ import numpy as np
 
 from tfdqn.actors.transport import ActorDied, ActorError
 from tfdqn.envs.seeds import derive_seed
-from tfdqn.run.collectors import CollectorFailure, CollectorState, Transitions
+from tfdqn.run.collectors import CollectionStopped, CollectorFailure, CollectorState, Transitions
 
 ACTOR_SEED = 5  # seed stream of the actors' envs and exploration RNGs
+WAIT_SECONDS = 1.0  # how often a learner waiting for chunks looks at its stop request
 
 
 class ActorFailure(CollectorFailure):
@@ -33,8 +34,10 @@ class RemoteCollector:
     """Transitions from `actors` (a `ProcessActors` or `RayActors`), actor i writing replay streams
     i * envs_per_actor ... (i + 1) * envs_per_actor - 1."""
 
-    def __init__(self, actors, config, spec, counters, network, cut_episodes: Callable, timer):
+    def __init__(self, actors, config, spec, counters, network, cut_episodes: Callable, timer,
+                 should_stop: Callable[[], bool] = lambda: False):
         self._actors, self._counters, self._network, self._cut, self._timer = actors, counters, network, cut_episodes, timer
+        self._should_stop = should_stop
         self._count, self._per_actor = config.actors.count, config.actors.envs_per_actor
         self._period = config.actors.weight_sync_period
         self.num_envs = self._count * self._per_actor
@@ -97,10 +100,13 @@ class RemoteCollector:
                            final_frame, games, streams)
 
     def _receive(self):
-        """The next chunk any actor sent; the sender is asked for its next one at once."""
+        """The next chunk any actor sent; the sender is asked for its next one at once. A stop request
+        ends the wait (stuck actors must not keep a SIGINT or SIGTERM from checkpointing)."""
         while True:
             while not self._ready:
-                self._ready.extend(self._actors.wait())
+                self._ready.extend(self._actors.wait(timeout=WAIT_SECONDS))
+                if not self._ready and self._should_stop():
+                    raise CollectionStopped()
             index, result = self._ready.pop(0)
             if isinstance(result, ActorError):
                 raise ActorFailure(f"actor {index} ({self._pid(index)}) failed: {result.message}")

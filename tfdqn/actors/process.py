@@ -86,11 +86,11 @@ class ProcessActors:
         except OSError:  # the actor died: `wait` reports it through its pipe's end of file
             pass
 
-    def wait(self) -> list[tuple[int, object]]:
-        """Block until some actor answers or dies; (index, Chunk, ActorError or ActorDied) for each."""
+    def wait(self, timeout: float | None = None) -> list[tuple[int, object]]:
+        """Until some actor answers or dies (at most `timeout` s): (index, Chunk, ActorError or ActorDied)."""
         by_pipe = {pipe: index for index, pipe in self._pipes.items()}
         results = []
-        for pipe in multiprocessing.connection.wait(list(by_pipe)):
+        for pipe in multiprocessing.connection.wait(list(by_pipe), timeout=timeout):
             index = by_pipe[pipe]
             try:
                 kind, payload = pipe.recv()

@@ -77,11 +77,11 @@ class RayActors:
         self._pending.setdefault(index, collections.deque()).append(
             self._handles[index].collect.remote(weights, env_steps))
 
-    def wait(self) -> list[tuple[int, object]]:
-        """Block until some actor's oldest request finishes; (index, Chunk, ActorError or ActorDied)."""
+    def wait(self, timeout: float | None = None) -> list[tuple[int, object]]:
+        """Until some actor's oldest request finishes (at most `timeout` s): (index, Chunk, ActorError or ActorDied)."""
         ray = self._ray
         oldest = {queue[0]: index for index, queue in self._pending.items() if queue}
-        ready, _ = ray.wait(list(oldest), num_returns=1)
+        ready, _ = ray.wait(list(oldest), num_returns=1, timeout=timeout)
         results = []
         for ref in ready:
             index = oldest[ref]

@@ -110,7 +110,7 @@ def _open_envs(config: DQNConfig) -> tuple:
 
 
 def _make_collector(config: DQNConfig, vector, spec: EnvSpec, agent: Agent, timer: PhaseTimer, replay,
-                    replay_lock: threading.Lock):
+                    replay_lock: threading.Lock, stop: StopRequest):
     """The in-process collector of `vector`, or the collector of the actors `actors.kind` names."""
     if vector is not None:
         return VectorEnvCollector(vector, spec, agent.actor, timer, seed=config.run.seed)
@@ -120,7 +120,8 @@ def _make_collector(config: DQNConfig, vector, spec: EnvSpec, agent: Agent, time
         with replay_lock:
             replay.cut_episodes(final_frame, streams)
 
-    return RemoteCollector(actors, config, spec, agent.counters, agent.online, cut_episodes, timer)
+    return RemoteCollector(actors, config, spec, agent.counters, agent.online, cut_episodes, timer,
+                           should_stop=lambda: stop.requested)
 
 
 def _restore(checkpointer: Checkpointer, collector, replay, agent: Agent, seed: int) -> int:
@@ -168,7 +169,8 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
             replay_lock = threading.Lock()
             agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
             timer = PhaseTimer()
-            collector = _make_collector(config, vector, spec, agent, timer, replay, replay_lock)
+            stop = StopRequest()
+            collector = _make_collector(config, vector, spec, agent, timer, replay, replay_lock, stop)
             until_owned.pop_all()
         closing.callback(collector.close)
         checkpointer = Checkpointer(run_dir / "checkpoints", agent, replay)
@@ -182,7 +184,6 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         monitor = SystemMonitor(period=0.5).start()
         closing.callback(monitor.stop)
         episodes = closing.enter_context(contextlib.closing(EpisodeLog(run_dir / "episodes.csv", resumed_from)))
-        stop = StopRequest()
         evaluator = Evaluator(config.env, spec, agent.actor, config.run.seed, config.exploration.eval_epsilon,
                               should_stop=lambda: stop.requested)
         closing.callback(evaluator.close)

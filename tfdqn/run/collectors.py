@@ -46,6 +46,10 @@ class CollectorFailure(RunFailure):
     """Transitions stopped coming: the message names where (an env, an actor); the loop adds the last checkpoint."""
 
 
+class CollectionStopped(Exception):
+    """A stop request (SIGINT, SIGTERM) came while the collector waited for transitions: the loop ends."""
+
+
 class EnvFailure(CollectorFailure):
     """An env's own step raised; the message names the env and the env step."""
 

@@ -16,7 +16,7 @@ from tfdqn.config import DQNConfig
 from tfdqn.errors import RunFailure
 from tfdqn.policy import default_policy_dir, export_policy
 from tfdqn.run.build import Run, build_run
-from tfdqn.run.collectors import CollectorFailure
+from tfdqn.run.collectors import CollectionStopped, CollectorFailure
 from tfdqn.run.summary import final_evaluation, summarize
 
 
@@ -28,6 +28,8 @@ def run_loop(run: Run) -> int:
         before = env_steps
         try:
             transitions = run.collector.collect()
+        except CollectionStopped:
+            break
         except CollectorFailure as failure:
             raise RunFailure(f"{failure}; last checkpoint: {run.checkpoint.kept()}") from failure.__cause__
         t = time.perf_counter()
