@@ -7,3 +7,9 @@ class UserError(Exception):
 
 class RunFailure(Exception):
     """The run had to stop for a fault it could not go past (exit code 1); the message names where."""
+
+
+def one_line(error: BaseException) -> str:
+    """`KeyError: 'x'`: an error's class and the first line of its message, for a one-line report."""
+    first = (str(error).splitlines() or [""])[0]
+    return f"{error.__class__.__name__}: {first}" if first else error.__class__.__name__

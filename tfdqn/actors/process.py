@@ -20,7 +20,8 @@ import multiprocessing.connection
 import os
 import signal
 
-from tfdqn.actors.transport import ActorDied, ActorError, describe_exit, one_line
+from tfdqn.actors.transport import ActorDied, ActorError, describe_exit
+from tfdqn.errors import one_line
 
 STOP_SECONDS = 5.0  # an actor whose pipe closed gets this long to exit before it is terminated
 

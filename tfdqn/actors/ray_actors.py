@@ -15,8 +15,8 @@ import collections
 import logging
 import os
 
-from tfdqn.actors.transport import ActorDied, ActorError, one_line
-from tfdqn.errors import UserError
+from tfdqn.actors.transport import ActorDied, ActorError
+from tfdqn.errors import UserError, one_line
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # chunks are small and short-lived; Ray's default takes 30% of memory
 

@@ -28,9 +28,3 @@ def describe_exit(exitcode: int | None) -> str:
         except ValueError:
             return f"was killed by signal {-exitcode}"
     return f"exited with code {exitcode}"
-
-
-def one_line(error: BaseException) -> str:
-    """`KeyError: 'x'`: an error's class and the first line of its message, for a one-line report."""
-    first = (str(error).splitlines() or [""])[0]
-    return f"{error.__class__.__name__}: {first}" if first else error.__class__.__name__

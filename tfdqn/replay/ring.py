@@ -112,10 +112,10 @@ class ReplayRing:
             self._write(streams[ended], next_frame[ended], 0, 0.0, False, final_only=True)
             self._episode_step[streams[ended]] = 0
 
-    def _per_stream(self, name: str, value, shape: tuple, count: int | None = None) -> np.ndarray:
-        """`value` as an array of shape [count (default: num_streams), *shape], or a ValueError naming it."""
+    def _per_stream(self, name: str, value, shape: tuple, count: int) -> np.ndarray:
+        """`value` as an array of shape [count, *shape] (one entry per stream written), or a ValueError naming it."""
         value = np.asarray(value)
-        expected = (self._num_streams if count is None else count, *shape)
+        expected = (count, *shape)
         if value.shape != expected:
             raise ValueError(f"add(): {name} has shape {value.shape}; allowed: {expected} "
                              f"(leading axis: one entry per stream)")

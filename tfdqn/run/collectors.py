@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from tfdqn.envs.make import EnvSpec
-from tfdqn.errors import RunFailure
+from tfdqn.errors import RunFailure, one_line
 from tfdqn.replay.frame_stack import FrameStack
 from tfdqn.telemetry.phase_timer import PhaseTimer
 
@@ -84,9 +84,8 @@ class VectorEnvCollector:
         try:
             step = self._vector.step(actions)
         except Exception as error:  # the env itself failed: name it and the env step
-            first = (str(error).splitlines() or [""])[0]
             raise EnvFailure(f"env {self._spec.env_id} failed at env step {int(self._actor.env_steps.numpy())}: "
-                             f"{error.__class__.__name__}: {first}") from error
+                             f"{one_line(error)}") from error
         t = self._timer.add("env_step", t)
         transitions = Transitions(self._frames, actions, step.reward, step.terminated, step.truncated,
                                   step.final_frames, step.games)
