@@ -46,6 +46,11 @@ def start_tensorflow() -> None:
     raise failure
 
 
+def last_line(output: str) -> str:
+    """The last line of a child process's output (where its one-line error is), or `?` if it printed none."""
+    return (output.strip().splitlines() or ["?"])[-1]
+
+
 def number(expected: type):
     """An argparse type reading a flag's value as `--set` reads a config value (`1e5` and `50_000` are
     integers), refusing others with the same words: `'ten' is not an integer; allowed: ...`."""

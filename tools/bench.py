@@ -26,7 +26,7 @@ import numpy as np
 from bench_timing import calls_per_second
 
 from tfdqn.atomic import write_json
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 
 TOOLS = pathlib.Path(__file__).resolve().parent
@@ -168,7 +168,7 @@ def peer(script: str, *args) -> dict:
     result = subprocess.run([sys.executable, str(TOOLS / script), *map(str, args)], cwd=TOOLS,
                             capture_output=True, text=True)
     if result.returncode:
-        raise SystemExit(f"bench: peer {script} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+        raise SystemExit(f"bench: peer {script} failed: {last_line(result.stderr)}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 

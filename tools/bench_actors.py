@@ -38,7 +38,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from tfdqn import config as config_lib  # noqa: E402
 from tfdqn.atomic import write_json  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow  # noqa: E402
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
 from tfdqn.telemetry.windows import steady_state, window_series  # noqa: E402
 
@@ -115,12 +115,12 @@ def measure(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Pa
     threading.Thread(target=read, daemon=True).start()
     while not started.wait(0.2):
         if process.poll() is not None:
-            raise RunFailure(f"{name} ended before training: {(process.stderr.read().strip().splitlines() or ['?'])[-1]}")
+            raise RunFailure(f"{name} ended before training: {last_line(process.stderr.read())}")
     time.sleep(args.seconds)
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=600)
     if process.returncode != 130:
-        raise RunFailure(f"{name} exited with {process.returncode}: {(err.strip().splitlines() or ['?'])[-1]}")
+        raise RunFailure(f"{name} exited with {process.returncode}: {last_line(err)}")
     windows = steady_state(window_series(logdir / name), args.learning_starts, args.warmup_windows)
     summary = json.loads((logdir / name / "summary.json").read_text())
     if not windows:

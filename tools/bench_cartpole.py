@@ -31,7 +31,7 @@ REPO = TOOLS.parent
 sys.path.insert(0, str(REPO))
 
 from tfdqn.atomic import write_json  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli  # noqa: E402
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
 
 SOLVED = 475.0  # mean greedy return that counts as solved (CartPole-v1 caps episodes at 500)
@@ -59,7 +59,7 @@ def run_tfdqn(seed: int, args: argparse.Namespace, logdir: pathlib.Path) -> dict
     result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     ended = time.time()
     if result.returncode != 0:
-        raise RunFailure(f"tfdqn seed {seed} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+        raise RunFailure(f"tfdqn seed {seed} failed: {last_line(result.stderr)}")
     events = read_events(logdir / name)
     evaluations = [(e.step, float(tf.make_ndarray(e.tensor_proto)), e.wall_time)
                    for e in events.Tensors("charts/eval_return")]
@@ -77,7 +77,7 @@ def run_sb3(seed: int, args: argparse.Namespace) -> dict:
     result = subprocess.run(command, capture_output=True, text=True)
     ended = time.time()
     if result.returncode != 0:
-        raise RunFailure(f"sb3 seed {seed} failed: {(result.stderr.strip().splitlines() or ['?'])[-1]}")
+        raise RunFailure(f"sb3 seed {seed} failed: {last_line(result.stderr)}")
     events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     evaluations = [(e["env_steps"], e["return_mean"], e["time"]) for e in events if e["event"] == "eval"]
     learn_start = next(e["time"] for e in events if e["event"] == "learn_start")
