@@ -158,6 +158,22 @@ def test_a_failed_start_up_shows_what_it_wrote_and_raises(tmp_path):
     assert result.stderr == "I0000 port.cc:153] oneDNN custom operations are on.\n"
 
 
+SKIPPED = textwrap.dedent("""
+    import sys
+    from tfdqn.cli import UNUSED_BY_TENSORFLOW_IMPORT, start_tensorflow
+    start_tensorflow()
+    print(sorted(name for name in UNUSED_BY_TENSORFLOW_IMPORT if name in sys.modules))
+    import jax, matplotlib.pyplot  # still importable afterwards
+    print(jax.numpy.add(1, 2), matplotlib.pyplot.figure is not None)
+""")
+
+
+def test_start_tensorflow_skips_optional_packages_it_would_import_for_nothing_and_leaves_them_importable():
+    result = _python(SKIPPED)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "[]\n3 True\n"
+
+
 @pytest.mark.parametrize("text, expected, value", [
     ("1e5", int, 100_000), ("50_000", int, 50_000), ("3", int, 3), ("2.0", int, 2), ("1e-3", float, 0.001),
     ("5", float, 5.0), ("0.5", float, 0.5)])

@@ -28,13 +28,35 @@ def _stderr_to_file():
             os.close(saved)
 
 
+# Optional packages that TensorFlow's import pulls in only for features tfdqn never uses, when they happen
+# to be installed: tf.lite's JAX converter imports jax (about 1 s) and Keras' image-gallery plots import
+# matplotlib (about 0.6 s). Both guard the import with `except ImportError`.
+UNUSED_BY_TENSORFLOW_IMPORT = ("jax", "matplotlib")
+
+
+@contextlib.contextmanager
+def _hidden_modules(names: tuple[str, ...]):
+    """Make `import name` raise ImportError for modules not yet imported, then make them importable again."""
+    hidden = [name for name in names if name not in sys.modules]
+    for name in hidden:
+        sys.modules[name] = None
+    try:
+        yield
+    finally:
+        for name in hidden:
+            if sys.modules.get(name, ...) is None:
+                del sys.modules[name]
+
+
 def start_tensorflow() -> None:
     """Import TensorFlow and look for devices with its C++ start-up lines (oneDNN, CUDA probing)
     kept off stderr, so an error after start-up is still the one line on stderr; if start-up itself
-    fails, what it printed is shown."""
+    fails, what it printed is shown. The import skips the optional packages it would load for nothing
+    (`UNUSED_BY_TENSORFLOW_IMPORT`); they stay importable afterwards."""
     with _stderr_to_file() as captured:
         try:
-            import tensorflow as tf
+            with _hidden_modules(UNUSED_BY_TENSORFLOW_IMPORT):
+                import tensorflow as tf
 
             tf.config.list_physical_devices()
             return
