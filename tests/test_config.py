@@ -50,6 +50,8 @@ def test_set_values_are_typed_by_their_field():
     ({"learner.n_step": 0}, "learner.n_step = 0"),
     ({"learner.n_step": 3, "replay.device": "accelerator"}, "learner.n_step = 3 needs replay.device = 'host'"),
     ({"learner.n_step": 3, "learner.clip_rewards": True}, "clipping applies to each reward, not their sum"),
+    ({"learner.learning_rate_end": -1e-4}, "learner.learning_rate_end = -0.0001 is out of range; allowed: a number >= 0"),
+    ({"learner.learning_rate_decay_updates": -1}, "learner.learning_rate_decay_updates = -1"),
     ({"actors.count": 0}, "actors.count = 0"),
     ({"actors.exploration": "greedy"}, "actors.exploration = 'greedy'"),
     ({"env.step_delay_ms": -1}, "env.step_delay_ms = -1"),

@@ -130,3 +130,24 @@ def test_replay_fed_updates_draw_their_batches_inside_the_graph():
         update_from_replay(tf.constant(k, tf.int32))
     assert int(draws.numpy()) == 9 and int(learner.updates.numpy()) == 9
     assert update_from_replay.experimental_get_tracing_count() == 1
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "rmsprop"])
+def test_a_learning_rate_decay_falls_linearly_per_update_inside_fused_calls_then_stays(optimizer):
+    """0.01 to 0.001 over 4 updates: each update of a fused XLA call steps with its own rate, as single
+    updates do, and the rate is read from the optimizer's checkpointed step count."""
+    decay = {"learning_rate_end": 0.001, "learning_rate_decay_updates": 4, "optimizer": optimizer}
+    plain, fused = _learner(**decay), _learner(**decay)
+    fused = Learner(fused.online, fused.target, fused._config, (3,), np.float32, jit_compile=True)
+    rates = [float(plain.optimizer.learning_rate)]
+    for k in (2, 2, 2):
+        batches = [_batch(10 * k + i + len(rates)) for i in range(k)]
+        for batch in batches:
+            plain.update(*batch)
+        fused.update_many(*(np.stack(column) for column in zip(*batches)))
+        rates.append(float(fused.optimizer.learning_rate))
+    assert rates == pytest.approx([0.01, 0.0055, 0.001, 0.001])
+    for a, b in zip(_weights(plain), _weights(fused)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert int(fused.optimizer.iterations.numpy()) == 6
+    assert fused.update_many_function.experimental_get_tracing_count() == 1

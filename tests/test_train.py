@@ -28,7 +28,7 @@ def test_run_folder_holds_config_events_checkpoints_and_summary(cartpole_run):
 @pytest.mark.slow
 def test_tensorboard_tags(cartpole_run):
     tags = tensorboard_tags(cartpole_run[0])
-    expected = {"charts/episode_return", "charts/episode_length", "charts/epsilon", "losses/td_loss",
+    expected = {"charts/episode_return", "charts/episode_length", "charts/epsilon", "charts/learning_rate", "losses/td_loss",
                 "losses/q_values", "perf/env_steps_per_sec", "perf/updates_per_sec", "hyperparameters"}
     assert expected <= tags, expected - tags
 

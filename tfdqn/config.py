@@ -63,6 +63,9 @@ class LearnerConfig:
     gamma: float = _field(0.99, "discount per agent step")
     optimizer: str = _field("adam", "optimizer: adam or rmsprop")
     learning_rate: float = _field(1e-3, "optimizer step size")
+    learning_rate_end: float = _field(0.0, "step size reached by a linear decay over learning_rate_decay_updates")
+    learning_rate_decay_updates: int = _field(0, "gradient updates over which the step size falls linearly from "
+                                                 "learning_rate to learning_rate_end, then stays; 0: constant")
     adam_epsilon: float = _field(1e-7, "optimizer epsilon (numerical floor of the denominator)")
     double_dqn: bool = _field(True, "select the next action with the online net, value it with the target net")
     huber_delta: float = _field(1.0, "TD error beyond which the loss grows linearly")
@@ -361,6 +364,7 @@ def validate(c: DQNConfig) -> None:
     non_negative = [("run.learning_starts", c.run.learning_starts), ("run.seed", c.run.seed),
                     ("run.checkpoint_every", c.run.checkpoint_every), ("run.eval_every", c.run.eval_every),
                     ("exploration.epsilon_decay_steps", c.exploration.epsilon_decay_steps),
+                    ("learner.learning_rate_decay_updates", c.learner.learning_rate_decay_updates),
                     ("env.noop_max", c.env.noop_max)]
     for key, value in non_negative:
         _check(value >= 0, key, value, "an integer >= 0")
@@ -371,6 +375,8 @@ def validate(c: DQNConfig) -> None:
            c.env.repeat_action_probability, "a probability in [0, 1]")
     _check(0.0 <= c.learner.gamma <= 1.0, "learner.gamma", c.learner.gamma, "a discount in [0, 1]")
     _check(c.learner.learning_rate > 0, "learner.learning_rate", c.learner.learning_rate, "a number > 0")
+    _check(c.learner.learning_rate_end >= 0, "learner.learning_rate_end", c.learner.learning_rate_end,
+           "a number >= 0")
     _check(c.learner.adam_epsilon > 0, "learner.adam_epsilon", c.learner.adam_epsilon, "a number > 0")
     _check(c.learner.huber_delta > 0, "learner.huber_delta", c.learner.huber_delta, "a number > 0")
     _check(c.learner.max_grad_norm >= 0, "learner.max_grad_norm", c.learner.max_grad_norm, "a number >= 0")

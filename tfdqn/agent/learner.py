@@ -21,11 +21,20 @@ def td_target(r_t, discount_t, q_target_t, gamma: float, q_online_t=None) -> tf.
     return tf.stop_gradient(r_t + gamma * discount_t * next_value)
 
 
+def learning_rate(config: LearnerConfig):
+    """The constant step size, or a linear decay over the optimizer's own step count: computed in the
+    graph, and resumed exactly, since that count is one of the optimizer's checkpointed variables."""
+    if config.learning_rate_decay_updates == 0:
+        return config.learning_rate
+    return keras.optimizers.schedules.PolynomialDecay(config.learning_rate, config.learning_rate_decay_updates,
+                                                      end_learning_rate=config.learning_rate_end, power=1.0)
+
+
 def make_optimizer(config: LearnerConfig) -> keras.optimizers.Optimizer:
     clip = {"global_clipnorm": config.max_grad_norm} if config.max_grad_norm > 0 else {}
     if config.optimizer == "rmsprop":
-        return keras.optimizers.RMSprop(config.learning_rate, rho=0.95, epsilon=config.adam_epsilon, **clip)
-    return FusedAdam(config.learning_rate, epsilon=config.adam_epsilon, **clip)
+        return keras.optimizers.RMSprop(learning_rate(config), rho=0.95, epsilon=config.adam_epsilon, **clip)
+    return FusedAdam(learning_rate(config), epsilon=config.adam_epsilon, **clip)
 
 
 class Learner:

@@ -187,6 +187,7 @@ class SummaryHook(PeriodicHook):
         values = {
             **run.episodes.drain(),
             "charts/epsilon": run.agent.actor.epsilon().numpy(),
+            "charts/learning_rate": float(run.agent.learner.optimizer.learning_rate),
             "losses/td_loss": metrics["td_loss"].numpy() if metrics else None,
             "losses/q_values": metrics["q_values"].numpy() if metrics else None,
             "perf/env_steps_per_sec": (now[0] - self._last[0]) / wall,
