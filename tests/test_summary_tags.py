@@ -50,7 +50,7 @@ def test_idle_tags_follow_the_mode():
     # resumed at 1000: the checkpoint at 2000 is the last step's, after the last summary
     assert "perf/share_checkpoint" in idle_tags(_config(total_steps=2000, checkpoint_every=1000), 1000)
     assert {"perf/updates_per_sec", "perf/learner_busy_share"} <= idle_tags(
-        _config(total_steps=1000, learning_starts=1000, num_envs=1, update_every=1), 0)
+        _config(total_steps=1000, learning_starts=2000, num_envs=1, update_every=1), 0)
 
 
 @pytest.mark.parametrize("system, gib", [({"system/cpu_util": 0.5}, {}),
