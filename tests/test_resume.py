@@ -110,8 +110,10 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(mount)]).returncode != 0:
         pytest.skip("mounting a small tmpfs needs root")
     try:
+        # A 256-256 network's checkpoint (about 1 MB of weights and Adam slots) fills the 3 MB disk within a few.
         result = run_module("tfdqn.train", *SMALL_CARTPOLE, "--total-steps", "5000", "--checkpoint-every", "1000",
-                            "--quiet", "--logdir", str(mount), "--run-name", "full")
+                            "--set", "network.hidden_sizes=[256,256]", "--quiet", "--logdir", str(mount),
+                            "--run-name", "full")
         assert result.returncode == 1
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and "could not be written" in lines[0] and "is intact" in lines[0], result.stderr
