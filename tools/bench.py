@@ -96,13 +96,17 @@ def program_figures(seconds: float) -> dict:
     return figures
 
 
-MLP_CALLS = ((4, False), (4, True), (64, True))  # (updates per call, XLA): before, XLA alone, the CartPole default
+ZOO_NETWORK = [256, 256]  # the RL zoo's CartPole network: the yardstick of the MLP update rows
+MLP_CALLS = ((4, False, ZOO_NETWORK), (4, True, ZOO_NETWORK), (64, True, ZOO_NETWORK), (64, True, None))
+# (updates per call, XLA, hidden sizes or None for the default config's): before, XLA alone, rounds of 64,
+# and the same rounds on the default network
 
 
 def mlp_update_figures(seconds: float) -> dict:
-    """The zoo's CartPole network's update (4-256-256-2, batch 64, double DQN; the issue's yardstick, while
-    the default config now uses 128-128) as the loop runs it: k batches sampled by the host ring, then one fused call. Before `run.update_every` and XLA by default, the
-    8-env interval-2 loop made 4 per call without XLA; the default config now makes 64 with XLA."""
+    """A CartPole network's update (batch 64, double DQN) as the loop runs it: k batches sampled by the
+    host ring, then one fused call. Before `run.update_every` and XLA by default, the 8-env interval-2 loop
+    made 4 per call without XLA on the zoo's 4-256-256-2 network; the default config now makes 64 with
+    XLA, on a 4-128-128-2 network (its own row)."""
     from tfdqn import config as config_lib
     from tfdqn.agent.agent import make_agent
     from tfdqn.replay.ring import ReplayRing
@@ -115,15 +119,17 @@ def mlp_update_figures(seconds: float) -> dict:
         ring.add(rng.normal(size=(8, 4)).astype(np.float32), rng.integers(0, 2, 8), np.ones(8, np.float32),
                  rng.random(8) < 0.01, np.zeros(8, bool), rng.normal(size=(8, 4)).astype(np.float32))
     figures = {}
-    for k, xla in MLP_CALLS:
+    for k, xla, hidden in MLP_CALLS:
+        network = {"network.hidden_sizes": hidden} if hidden else {}
         config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"],
-                                         {"compute.update_jit_compile": xla, "replay.batch_size": 64,
-                                          "network.hidden_sizes": [256, 256]})
+                                         {"compute.update_jit_compile": xla, "replay.batch_size": 64, **network})
         agent = make_agent(config, (4,), np.float32, 2)
         source = HostReplayUpdates(agent.learner, ring, 64)
         rate = k * calls_per_second(lambda: source.run(source.prepare(k))["td_loss"].numpy(), seconds)
-        figures[f"mlp_updates_per_sec_k{k}{'_xla' if xla else ''}"] = rate
-        figures.setdefault("mlp_update_flops", update_flops(agent.online, 64, config.learner.double_dqn))
+        suffix = f"k{k}{'_xla' if xla else ''}{'' if hidden else '_default_network'}"
+        figures[f"mlp_updates_per_sec_{suffix}"] = rate
+        figures.setdefault(f"mlp_update_flops{'' if hidden else '_default_network'}",
+                           update_flops(agent.online, 64, config.learner.double_dqn))
     figures["mlp_update_speedup"] = figures["mlp_updates_per_sec_k64_xla"] / figures["mlp_updates_per_sec_k4"]
     return figures
 
@@ -188,9 +194,12 @@ ROWS = [  # (key, label, peer key)
     ("mlp_updates_per_sec_k4", "MLP updates/s, 4 per call, sampled (before)", None),
     ("mlp_update_roofline_fraction_k4", "  roofline fraction", None),
     ("mlp_updates_per_sec_k4_xla", "MLP updates/s, 4 per call, XLA", None),
-    ("mlp_updates_per_sec_k64_xla", "MLP updates/s, 64 per call, XLA (CartPole default)", None),
+    ("mlp_updates_per_sec_k64_xla", "MLP updates/s, 64 per call, XLA (the default's calls)", None),
     ("mlp_update_roofline_fraction_k64_xla", "  roofline fraction", None),
-    ("mlp_update_speedup", "MLP update speed-up, default / before", None),
+    ("mlp_update_speedup", "MLP update speed-up, 64 per call with XLA / before", None),
+    ("mlp_update_flops_default_network", "FLOPs per MLP update (4-128-128-2, the default network)", None),
+    ("mlp_updates_per_sec_k64_xla_default_network", "MLP updates/s, 64 per call, XLA, default network", None),
+    ("mlp_update_roofline_fraction_k64_xla_default_network", "  roofline fraction", None),
     ("act_per_sec_b1", "act calls/s, batch 1 (XLA)", "torch:act_per_sec_b1"),
     ("act_per_sec_b1_no_xla", "act calls/s, batch 1, no XLA", "torch:act_per_sec_b1"),
     ("act_per_sec_b8", "act calls/s, batch 8", "torch:act_per_sec_b8"),
@@ -256,9 +265,9 @@ def _main(args) -> int:
                "trainer_learning_starts": learning_starts, "replay_capacity": capacity}
     results.update(program_figures(seconds))
     results.update(mlp_update_figures(seconds))
-    for key in ("k4", "k64_xla"):
-        results[f"mlp_update_roofline_fraction_{key}"] = (results[f"mlp_updates_per_sec_{key}"]
-                                                         * results["mlp_update_flops"] / results["peak_flops"])
+    for key in ("k4", "k64_xla", "k64_xla_default_network"):
+        flops = results["mlp_update_flops" + ("_default_network" if key.endswith("network") else "")]
+        results[f"mlp_update_roofline_fraction_{key}"] = results[f"mlp_updates_per_sec_{key}"] * flops / results["peak_flops"]
     results.update(env_ceilings(4 * steps, args.num_envs))
     results["acting_steps_per_sec_envs"] = trainer_steps_per_sec(4 * steps, 10**9, capacity, args.num_envs)
     results["acting_share_of_ceiling"] = results["acting_steps_per_sec_envs"] / results["env_steps_per_sec_ceiling"]
