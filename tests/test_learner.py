@@ -151,3 +151,14 @@ def test_a_learning_rate_decay_falls_linearly_per_update_inside_fused_calls_then
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     assert int(fused.optimizer.iterations.numpy()) == 6
     assert fused.update_many_function.experimental_get_tracing_count() == 1
+
+
+def test_a_restored_optimizer_continues_its_learning_rate_decay(tmp_path):
+    decay = {"learning_rate_end": 0.0, "learning_rate_decay_updates": 10}
+    trained = _learner(**decay)
+    for n in range(4):
+        trained.update(*_batch(n))
+    path = tf.train.Checkpoint(optimizer=trained.optimizer).write(str(tmp_path / "ckpt"))
+    resumed = _learner(seed=5, **decay)
+    tf.train.Checkpoint(optimizer=resumed.optimizer).read(path).assert_consumed()
+    assert float(resumed.optimizer.learning_rate) == pytest.approx(0.006)
