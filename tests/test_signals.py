@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, TINY
 from tfdqn.run.signals import StopRequest, exit_code
 
 # A run in small: wait for a stop request, report it, then a "checkpoint" that takes long.
@@ -94,3 +94,13 @@ def test_exit_code_follows_the_shell_convention():
     assert exit_code("SIGINT") == 128 + int(signal.SIGINT)
     with pytest.raises(KeyError):
         exit_code("SIGNOPE")
+
+
+def test_ctrl_c_during_start_up_ends_the_command_in_one_line_with_130(tmp_path):
+    """Before the run's stop handler exists (here: while TensorFlow imports), SIGINT is the CLI's to report."""
+    child = subprocess.Popen([sys.executable, "-m", "tfdqn.train", *TINY, "--logdir", str(tmp_path)], cwd=REPO,
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout.readline().startswith("run folder: ")
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=60)
+    assert (child.returncode, err) == (130, "python -m tfdqn.train: interrupted by SIGINT\n")

@@ -60,6 +60,8 @@ def start_tensorflow() -> None:
 
             tf.config.list_physical_devices()
             return
+        except KeyboardInterrupt:  # Ctrl-C during the import: the user's doing, not a start-up failure to show
+            raise
         except BaseException as error:  # noqa: B036 - shown below with what start-up printed
             failure = error
             captured.seek(0)
@@ -103,3 +105,8 @@ def run_cli(parser: argparse.ArgumentParser, body, argv: list[str] | None) -> in
             raise
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2 if isinstance(error, UserError) else 1
+    except KeyboardInterrupt:  # Ctrl-C before a run's own stop handler is installed (start-up), or in a tool
+        if getattr(args, "debug", False):
+            raise
+        print(f"{parser.prog}: interrupted by SIGINT", file=sys.stderr)
+        return 130
