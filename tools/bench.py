@@ -100,6 +100,7 @@ ZOO_NETWORK = [256, 256]  # the RL zoo's CartPole network: the yardstick of the 
 MLP_CALLS = ((4, False, ZOO_NETWORK), (4, True, ZOO_NETWORK), (64, True, ZOO_NETWORK), (64, True, None))
 # (updates per call, XLA, hidden sizes or None for the default config's): before, XLA alone, rounds of 64,
 # and the same rounds on the default network
+DEFAULT_NETWORK = "_default_network"  # key suffix of the default network's figures
 
 
 def mlp_update_figures(seconds: float) -> dict:
@@ -126,10 +127,9 @@ def mlp_update_figures(seconds: float) -> dict:
         agent = make_agent(config, (4,), np.float32, 2)
         source = HostReplayUpdates(agent.learner, ring, 64)
         rate = k * calls_per_second(lambda: source.run(source.prepare(k))["td_loss"].numpy(), seconds)
-        suffix = f"k{k}{'_xla' if xla else ''}{'' if hidden else '_default_network'}"
-        figures[f"mlp_updates_per_sec_{suffix}"] = rate
-        figures.setdefault(f"mlp_update_flops{'' if hidden else '_default_network'}",
-                           update_flops(agent.online, 64, config.learner.double_dqn))
+        which = "" if hidden else DEFAULT_NETWORK
+        figures[f"mlp_updates_per_sec_k{k}{'_xla' if xla else ''}{which}"] = rate
+        figures.setdefault(f"mlp_update_flops{which}", update_flops(agent.online, 64, config.learner.double_dqn))
     figures["mlp_update_speedup"] = figures["mlp_updates_per_sec_k64_xla"] / figures["mlp_updates_per_sec_k4"]
     return figures
 
@@ -265,9 +265,9 @@ def _main(args) -> int:
                "trainer_learning_starts": learning_starts, "replay_capacity": capacity}
     results.update(program_figures(seconds))
     results.update(mlp_update_figures(seconds))
-    for key in ("k4", "k64_xla", "k64_xla_default_network"):
-        flops = results["mlp_update_flops" + ("_default_network" if key.endswith("network") else "")]
-        results[f"mlp_update_roofline_fraction_{key}"] = results[f"mlp_updates_per_sec_{key}"] * flops / results["peak_flops"]
+    for call, which in (("k4", ""), ("k64_xla", ""), ("k64_xla", DEFAULT_NETWORK)):
+        results[f"mlp_update_roofline_fraction_{call}{which}"] = (
+            results[f"mlp_updates_per_sec_{call}{which}"] * results[f"mlp_update_flops{which}"] / results["peak_flops"])
     results.update(env_ceilings(4 * steps, args.num_envs))
     results["acting_steps_per_sec_envs"] = trainer_steps_per_sec(4 * steps, 10**9, capacity, args.num_envs)
     results["acting_share_of_ceiling"] = results["acting_steps_per_sec_envs"] / results["env_steps_per_sec_ceiling"]

@@ -54,6 +54,10 @@ class RemoteCollector:
     def restarts(self) -> int:
         return sum(self._restarts)
 
+    def _streams(self, index: int) -> np.ndarray:
+        """The replay streams of actor `index`'s envs."""
+        return index * self._per_actor + np.arange(self._per_actor)
+
     def _actor_seed(self, index: int) -> int:
         return derive_seed(self._seed, ACTOR_SEED, index, self._restarts[index], self._resume_seed, bits=31)
 
@@ -86,7 +90,7 @@ class RemoteCollector:
             self._timer.add("wait", started)
         chunk, t = self._chunk, self._t
         self._t += 1
-        streams = chunk.actor * self._per_actor + np.arange(self._per_actor)
+        streams = self._streams(chunk.actor)
         next_frame = chunk.frame[t + 1] if t + 1 < chunk.steps else chunk.next_frame
         self._frames[streams] = next_frame
         final_frame = next_frame  # the replay reads it only where an episode ended
@@ -122,7 +126,7 @@ class RemoteCollector:
         self._actors.stop(index)
         if self._restarts[index]:
             raise ActorFailure(f"actor {index} ({pid}) {how} after its one restart")
-        streams = index * self._per_actor + np.arange(self._per_actor)
+        streams = self._streams(index)
         self._cut(self._frames[streams], streams)
         self._ready = [(i, result) for i, result in self._ready if i != index]  # from the dead process
         self._restarts[index] += 1

@@ -100,7 +100,7 @@ class ReplayRing:
         stored only where the episode ended: there it is the final frame, and that stream's next
         add() starts a new episode. Elsewhere it must equal the next add()'s `frame`.
         """
-        streams = np.arange(self._num_streams) if streams is None else np.asarray(streams)
+        streams = self._selected(streams)
         frame = self._per_stream("frame", frame, self._frame_shape, len(streams))
         terminated = self._per_stream("terminated", terminated, (), len(streams)).astype(bool)
         truncated = self._per_stream("truncated", truncated, (), len(streams)).astype(bool)
@@ -111,6 +111,10 @@ class ReplayRing:
             next_frame = self._per_stream("next_frame", next_frame, self._frame_shape, len(streams))
             self._write(streams[ended], next_frame[ended], 0, 0.0, False, final_only=True)
             self._episode_step[streams[ended]] = 0
+
+    def _selected(self, streams) -> np.ndarray:
+        """The stream indices an add() or cut_episodes() writes: `streams`, or all of them (None)."""
+        return np.arange(self._num_streams) if streams is None else np.asarray(streams)
 
     def _per_stream(self, name: str, value, shape: tuple, count: int) -> np.ndarray:
         """`value` as an array of shape [count, *shape] (one entry per stream written), or a ValueError naming it."""
@@ -296,7 +300,7 @@ class ReplayRing:
         `final_frame` (one per stream cut) becomes the newest transition's next frame, and the next add()
         starts a new episode. Used where a game cannot go on: a resumed run's envs that could not be
         saved, an actor process that died."""
-        streams = np.arange(self._num_streams) if streams is None else np.asarray(streams)
+        streams = self._selected(streams)
         final_frame = self._per_stream("final_frame", final_frame, self._frame_shape, len(streams))
         open_episode = self._episode_step[streams] > 0
         if open_episode.any():

@@ -53,4 +53,9 @@ def read_scalars(run_dir: pathlib.Path, tag: str) -> list[tuple[int, float]]:
     events = read_events(run_dir)
     if tag not in events.Tags()["tensors"]:
         return []
+    return scalars(events, tag)
+
+
+def scalars(events, tag: str) -> list[tuple[int, float]]:
+    """(step, value) pairs of one tag of events already loaded by `read_events`."""
     return [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]

@@ -7,13 +7,10 @@ import pathlib
 
 def window_series(run_dir: pathlib.Path) -> dict[str, list[tuple[int, float]]]:
     """Every perf/ and system/ scalar of a run as (step, value) per summary window, from one read of its logs."""
-    from tfdqn.telemetry.tensorboard import read_events
+    from tfdqn.telemetry.tensorboard import read_events, scalars
 
     events = read_events(run_dir)
-    import tensorflow as tf
-
-    return {tag: [(e.step, float(tf.make_ndarray(e.tensor_proto))) for e in events.Tensors(tag)]
-            for tag in events.Tags()["tensors"] if tag.startswith(("perf/", "system/"))}
+    return {tag: scalars(events, tag) for tag in events.Tags()["tensors"] if tag.startswith(("perf/", "system/"))}
 
 
 def steady_state(series: dict[str, list[tuple[int, float]]], learning_starts: int,
