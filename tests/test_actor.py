@@ -22,16 +22,20 @@ def _actor(epsilon_start, epsilon_end, decay, seed=0):
     return Actor(_known_model(), 3, exploration, (4,), np.float32, seed=seed)
 
 
-def test_epsilon_follows_the_schedule_as_act_advances_the_step():
-    actor = _actor(1.0, 0.1, 100)
-    observation = np.ones((1, 4), np.float32)
+def test_act_reads_epsilon_from_the_step_counter_and_never_moves_it():
+    """Acting reads the schedule at the counter's step; only the loop advances the counter. With
+    epsilon 1 before step 100 and 0 after, act explores fully then acts greedily (action 2)."""
+    actor = _actor(1.0, 0.0, 100)
+    observation = np.ones((2000, 4), np.float32)
+    assert np.mean(actor.act(observation).numpy() != 2) == pytest.approx(2 / 3, abs=0.04)
+    assert int(actor.env_steps.numpy()) == 0
     seen = []
-    for _ in range(150):
+    for t in range(150):
+        actor.env_steps.assign(t)
         seen.append(float(actor.epsilon()))
-        actor.act(observation)
-    reference = [1.0 + min(t / 100, 1.0) * (0.1 - 1.0) for t in range(150)]
+    reference = [1.0 + min(t / 100, 1.0) * (0.0 - 1.0) for t in range(150)]
     np.testing.assert_allclose(seen, reference, atol=1e-6)
-    assert int(actor.env_steps.numpy()) == 150
+    assert (actor.act(observation).numpy() == 2).all() and int(actor.env_steps.numpy()) == 149
 
 
 @pytest.mark.parametrize("epsilon", [0.0, 0.3, 1.0])
@@ -72,7 +76,7 @@ def test_flat_call_matches_the_concrete_function_call():
         np.testing.assert_array_equal(a.act_with_epsilon(observation, 0.3).numpy(),
                                       b.act_with_epsilon.concrete(observation, tf.constant(0.3)).numpy())
     np.testing.assert_array_equal(a.generator.state.numpy(), b.generator.state.numpy())
-    assert int(a.env_steps.numpy()) == int(b.env_steps.numpy()) == 80
+    assert int(a.env_steps.numpy()) == int(b.env_steps.numpy()) == 0
 
 
 @pytest.mark.parametrize("observation", [np.ones((2, 5), np.float32), np.ones((2, 4), np.float64),

@@ -35,7 +35,7 @@ def test_gate_holds_the_ratio_with_real_threads(interval, steps_per_advance, sla
     thread = threading.Thread(target=learner)
     thread.start()
     for _ in range(300):
-        counters.env_steps.assign_add(steps_per_advance)  # as act does
+        counters.env_steps.assign_add(steps_per_advance)  # as the loop does
         gate.advance(can_learn=True)
         env_steps, updates = counters.read()
         lags.append(updates_due(env_steps, 20, interval) - updates)

@@ -2,9 +2,9 @@
 
 It plays the in-process collector's part in the loop (`collect`, `state`, `restore`, `close`), so the
 loop, the update drivers and the hooks do not change: each `collect` hands over one vector step of one
-actor's envs, from the chunk that actor sent, as `Transitions` of that actor's replay streams, and
-moves the run's env step counter. The learner's driver then runs the updates owed, so the ratio of
-updates to env steps is the configured one whatever the actors' speed: the learner waits for chunks
+actor's envs, from the chunk that actor sent, as `Transitions` of that actor's replay streams (the loop
+advances the run's env step counter by their count). The learner's driver then runs the updates
+owed, so the ratio of updates to env steps is the configured one whatever the actors' speed: the learner waits for chunks
 when it is ahead, and an actor whose chunk the learner has not taken yet is paused (the transport
 bounds the requests out). Weights go out every `actors.weight_sync_period` updates, with each actor's
 next request. An actor that dies is restarted once, with a new seed, its unfinished episodes cut as
@@ -99,7 +99,6 @@ class RemoteCollector:
             final_frame = next_frame.copy()
             final_frame[chunk.ended[here, 1]] = chunk.final_frame[here]
         games = [(int(streams[m]), ret, length) for step, m, ret, length in chunk.games if step == t]
-        self._counters.env_steps.assign_add(self._per_actor)
         return Transitions(chunk.frame[t], chunk.action[t], chunk.reward[t], chunk.terminated[t], chunk.truncated[t],
                            final_frame, games, streams)
 

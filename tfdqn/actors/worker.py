@@ -102,6 +102,7 @@ class ActorWorker:
         ended, final_frames, games = [], [], []
         for t in range(self._steps):
             step = self._collector.collect()
+            self._env_steps.assign_add(len(step.action))  # this actor's own epsilon clock
             self._frame[t] = step.frame
             action[t], reward[t], terminated[t], truncated[t] = step.action, step.reward, step.terminated, step.truncated
             for m in np.flatnonzero(step.terminated | step.truncated):

@@ -13,7 +13,8 @@ class Actor:
     """Chooses actions for a batch of observations; only the actions come back to Python.
 
     `env_steps` is the run's env step counter (`Counters.env_steps`): each `act` call reads it for
-    epsilon and advances it by the batch size, so the schedule never needs a value fed from Python.
+    epsilon inside the graph, so the schedule never needs a value fed from Python. Acting never moves
+    it: the loop advances it by the env steps each collect made (`run/loop.py`, its one writer).
     Training draws from `generator`; evaluation from `evaluation_generator`, so turning evaluation on
     or off leaves training's exploration stream unchanged."""
 
@@ -55,9 +56,7 @@ class Actor:
             return tf.where(explore, random, greedy)
 
     def _act(self, observation: tf.Tensor) -> tf.Tensor:
-        actions = self._choose(observation, self.epsilon(), self.generator)
-        self.env_steps.assign_add(tf.cast(tf.shape(observation)[0], tf.int64))
-        return actions
+        return self._choose(observation, self.epsilon(), self.generator)
 
     def _act_with_epsilon(self, observation: tf.Tensor, epsilon: tf.Tensor) -> tf.Tensor:
         """Evaluation: a fixed epsilon (0 is greedy) from the evaluation RNG; the training step counter

@@ -270,11 +270,14 @@ class ReplayRing:
     def num_chunks(self) -> int:
         return len(self._dirty)
 
-    def take_dirty_chunks(self) -> list[int]:
-        """Chunks written since the previous call; the caller saves them, so they count as clean again."""
-        dirty = np.flatnonzero(self._dirty).tolist()
-        self._dirty[:] = False
-        return dirty
+    def dirty_chunks(self) -> list[int]:
+        """Chunks written since the last `mark_saved`: a checkpoint must write them."""
+        return np.flatnonzero(self._dirty).tolist()
+
+    def mark_saved(self, chunks: list[int]) -> None:
+        """`chunks` are on disk in a complete checkpoint: only later writes make them dirty again.
+        Called after the checkpoint's marker, so a save that failed part-way rewrites them next time."""
+        self._dirty[chunks] = False
 
     def chunk_arrays(self, chunk: int) -> dict:
         """Views of every per-slot array over one chunk of slots (all streams)."""

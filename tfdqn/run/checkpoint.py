@@ -9,20 +9,30 @@ Files in `checkpoints/`, for a checkpoint at env step S:
                                 the cost of a save follows the new data, not the ring's size)
   state-S.pkl                   the collector's state (run.collectors.CollectorState): envs mid-episode
                                 where they pickle, newest frames, frame stack
-  ckpt-S.complete               the marker, written last: a checkpoint without it does not exist
+  ckpt-S.complete               the marker, written last (with the versions that wrote the checkpoint):
+                                a checkpoint without it does not exist
   best-B.index, best-B.data-*   with periodic evaluation: the online network at env step B, whose mean
                                 evaluation return is the best so far (acting needs nothing else)
   best.json                     its record (env step, returns), written last, read again on resume
 Every file is written to a temporary name, flushed to disk and renamed. Older checkpoints are deleted
 only after a newer one is complete, so a crash or a full disk mid-save leaves the previous one usable.
+
+Restore renames and deletes nothing. A checkpoint that names a class this install lacks (an upgrade
+moved it) or whose TensorFlow objects differ from the program's stops the restore with a UserError; a
+file the disk cannot read now (EIO, EMFILE, ...) is tried again a few times, then reported: falling
+back would let the next save prune the newer checkpoint. Only a damaged or missing file makes restore
+fall back to the checkpoint before it, and the damaged one stays on disk, outside the pruning.
 """
 
 from __future__ import annotations
 
+import errno
 import io
 import json
+import os
 import pathlib
 import pickle
+import re
 import shutil
 import sys
 import time
@@ -33,14 +43,23 @@ import tensorflow as tf
 
 from tfdqn.agent.agent import Agent
 from tfdqn.atomic import atomic_write, write_json
-from tfdqn.errors import RunFailure, UserError
-from tfdqn.run.markers import complete_steps, marker_path
+from tfdqn.errors import RunFailure, UserError, one_line
+from tfdqn.run.markers import complete_steps, installed_versions, marker_path, marker_record, written_by
 from tfdqn.replay.ring import ReplayRing
 from tfdqn.sources import BEST_FILE, read_best
 
-# What a checkpoint that cannot be read raises, from TensorFlow's reader, NumPy, pickle or a missing file.
-BROKEN = (tf.errors.OpError, ValueError, OSError, KeyError, IndexError, EOFError, AssertionError,
-          AttributeError, ImportError, zipfile.BadZipFile, pickle.UnpicklingError)
+# What reading a damaged or missing checkpoint file raises, from TensorFlow's reader, NumPy, JSON or
+# pickle. (An OSError with an errno other than ENOENT, or TensorFlow's like of it, is the disk's doing:
+# `_disk_failure` takes those first.)
+DAMAGED = (tf.errors.OpError, ValueError, OSError, KeyError, IndexError, EOFError, zipfile.BadZipFile,
+           pickle.UnpicklingError)
+# Read errors that pass (a busy or flaky disk, a full table of open files): tried again, then reported.
+TRANSIENT_ERRNOS = frozenset({errno.EIO, errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.EINTR, errno.ENOMEM,
+                              errno.ETIMEDOUT, errno.EBUSY, errno.ENOBUFS, errno.ESTALE})
+TF_TRANSIENT = (tf.errors.UnavailableError, tf.errors.DeadlineExceededError, tf.errors.ResourceExhaustedError,
+                tf.errors.AbortedError)
+RETRY_DELAYS = (0.2, 0.5, 1.0)  # seconds waited before each new try of a transient read error
+_CHUNK_FILE = re.compile(r"chunk-\d+-(\d+)\.npz")
 
 
 def write_failure(error: BaseException) -> str:
@@ -55,6 +74,41 @@ def _npz_bytes(arrays: dict) -> bytes:
     return buffer.getvalue()
 
 
+class _Mismatch(Exception):
+    """The checkpoint names what this install does not have (a class an upgrade moved or removed) or
+    holds TensorFlow objects that differ from the program's: not damage, so nothing falls back."""
+
+    def __init__(self, what: str, error: BaseException):
+        super().__init__(what)
+        self.what, self.detail = what, one_line(error)
+
+
+class _StateUnpickler(pickle.Unpickler):
+    """Reads a collector state, telling a class that cannot be found from damaged bytes."""
+
+    def find_class(self, module: str, name: str):
+        try:
+            return super().find_class(module, name)
+        except (ImportError, AttributeError) as error:
+            raise _Mismatch(f"{module}.{name}", error) from error
+
+
+def _load_state(path: pathlib.Path):
+    with open(path, "rb") as f:
+        try:
+            return _StateUnpickler(f).load()
+        except (ImportError, AttributeError) as error:  # raised while rebuilding an object it found
+            raise _Mismatch(getattr(error, "name", None) or "a class whose attributes changed", error) from error
+
+
+def _load_matched(load, prefix: str) -> None:
+    """`load(prefix)` (a tf.train.Checkpoint's restore or read) with every object of the program matched."""
+    try:
+        load(prefix).expect_partial().assert_existing_objects_matched()
+    except (AssertionError, ValueError) as error:  # objects missing from it, or of other shapes
+        raise _Mismatch("TensorFlow objects that differ from this program's", error) from error
+
+
 class Checkpointer:
     """Saves and restores everything a run needs to continue as if it had never stopped."""
 
@@ -63,6 +117,7 @@ class Checkpointer:
         self._replay = replay
         self._keep = keep
         self._chunk_files: dict[int, str] = {}  # chunk -> file holding its newest saved contents
+        self._damaged: set[int] = set()  # complete checkpoints that failed to load: never pruned nor counted
         self._tf = tf.train.Checkpoint(**agent.checkpointables())
         self._manager = tf.train.CheckpointManager(self._tf, str(self.directory), max_to_keep=None)
 
@@ -71,38 +126,40 @@ class Checkpointer:
         started, written = time.perf_counter(), 0
         # Saving a step that was saved before (a resume that repeats steps): it stops counting first.
         marker_path(self.directory, env_steps).unlink(missing_ok=True)
+        self._damaged.discard(env_steps)  # this run's own checkpoint at that step replaces the damaged one
         prefix = self._manager.save(checkpoint_number=env_steps)
         written += sum(p.stat().st_size for p in self.directory.glob(f"{pathlib.Path(prefix).name}.*"))
+        dirty = self._replay.dirty_chunks() if self._replay is not None else []
         if self._replay is not None:
-            for chunk in self._replay.take_dirty_chunks():
+            for chunk in dirty:
                 name = f"chunk-{chunk:05d}-{env_steps}.npz"
                 written += atomic_write(self.directory / name, _npz_bytes(self._replay.chunk_arrays(chunk)))
                 self._chunk_files[chunk] = name
             manifest = {"counters": self._replay.counters(), "chunks": self._chunk_files}
             written += atomic_write(self.directory / f"replay-{env_steps}.json", json.dumps(manifest).encode())
         written += atomic_write(self.directory / f"state-{env_steps}.pkl", pickle.dumps(loop_state))
-        written += atomic_write(marker_path(self.directory, env_steps), json.dumps({"env_steps": env_steps}).encode())
+        written += atomic_write(marker_path(self.directory, env_steps), marker_record(env_steps))
+        if self._replay is not None:
+            self._replay.mark_saved(dirty)
         self._prune()
         return {"seconds": time.perf_counter() - started, "bytes": written}
 
     def _prune(self) -> None:
         """Delete every file that no kept complete checkpoint needs (old ones, half-written ones,
-        temporary files of an interrupted save). Markers go first, so an interrupted prune never
-        leaves a marker whose files are gone; a file that will not go is left for the next save."""
-        complete = complete_steps(self.directory)
+        temporary files of an interrupted save). A checkpoint that failed to load is neither deleted nor
+        counted among the kept, so the one the run resumed from stays until newer ones replace it.
+        Markers go first, so an interrupted prune never leaves a marker whose files are gone; a file
+        that will not go is left for the next save."""
+        complete = [step for step in complete_steps(self.directory) if step not in self._damaged]
         kept = complete[: self._keep]
         for step in complete[self._keep:]:
             marker_path(self.directory, step).unlink(missing_ok=True)
-        needed = {marker_path(self.directory, s).name for s in kept} | {f"replay-{s}.json" for s in kept}
-        needed |= {f"state-{s}.pkl" for s in kept} | {"checkpoint", BEST_FILE}
+        needed = {"checkpoint", BEST_FILE}
         best = read_best(self.directory)
         if best is not None:
             needed |= {p.name for p in self.directory.glob(f"best-{best['env_steps']}.*")}
-        for s in kept:
-            needed |= {p.name for p in self.directory.glob(f"ckpt-{s}.*")}
-            manifest = self.directory / f"replay-{s}.json"
-            if manifest.exists():
-                needed |= set(json.loads(manifest.read_text())["chunks"].values())
+        for step in (*kept, *self._damaged):
+            needed |= self._files_of(step)
         for path in self.directory.iterdir():
             if path.name in needed:
                 continue
@@ -111,21 +168,34 @@ class Checkpointer:
             except OSError as error:
                 print(f"warning: could not delete old checkpoint file {path}: {error.strerror}", file=sys.stderr)
 
-    def restore_latest(self) -> tuple[int, object]:
-        """Restore the newest complete checkpoint that loads; warn about each broken one skipped and
-        rename its marker so it stops counting.
+    def _files_of(self, env_steps: int) -> set[str]:
+        """Names of the files checkpoint `env_steps` reads, its chunks from older saves included; where
+        its manifest does not read, every chunk file up to its step."""
+        names = {p.name for p in self.directory.glob(f"ckpt-{env_steps}.*")}
+        names |= {f"replay-{env_steps}.json", f"state-{env_steps}.pkl"}
+        try:
+            manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text())
+            return names | set(manifest["chunks"].values())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            chunks = (_CHUNK_FILE.fullmatch(p.name) for p in self.directory.glob("chunk-*.npz"))
+            return names | {m.group(0) for m in chunks if m and int(m.group(1)) <= env_steps}
 
-        Returns (env_steps, loop_state); raises UserError when no complete checkpoint loads. (Acting
-        needs only the online network: `restore_online`.)"""
-        return _newest_that_loads(self.directory, self._restore, mark_broken=True)
+    def restore_latest(self) -> tuple[int, object]:
+        """Restore the newest complete checkpoint that loads; warn about each damaged one skipped, which
+        stays on disk and out of the pruning.
+
+        Returns (env_steps, loop_state); raises UserError when no complete checkpoint loads or one names
+        what this install lacks, RunFailure when the disk keeps failing a read. (Acting needs only the
+        online network: `restore_online`.)"""
+        env_steps, loop_state, self._damaged = _newest_that_loads(self.directory, self._restore)
+        return env_steps, loop_state
 
     def _restore(self, env_steps: int):
         """Small files are read before anything is changed; the ring is rewritten whole (chunks the
         checkpoint lists are loaded, the others zeroed), so a failed attempt leaves nothing stale."""
-        with open(self.directory / f"state-{env_steps}.pkl", "rb") as f:
-            loop_state = pickle.load(f)
+        loop_state = _load_state(self.directory / f"state-{env_steps}.pkl")
         manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text()) if self._replay is not None else None
-        self._tf.restore(str(self.directory / f"ckpt-{env_steps}")).expect_partial().assert_existing_objects_matched()
+        _load_matched(self._tf.restore, str(self.directory / f"ckpt-{env_steps}"))
         if self._replay is not None:
             chunks = {int(c): name for c, name in manifest["chunks"].items()}
             for chunk in range(self._replay.num_chunks):
@@ -139,22 +209,69 @@ class Checkpointer:
         return loop_state
 
 
-def _newest_that_loads(directory: pathlib.Path, restore, mark_broken: bool) -> tuple[int, object]:
-    """(env step, `restore(env step)`) of the newest complete checkpoint that loads; each broken one on
-    the way is reported in one warning line and, with `mark_broken`, its marker renamed."""
+def _disk_failure(error: BaseException) -> tuple[str, bool] | None:
+    """(errno name, whether it may pass) when reading failed for the disk's reason, not the file's
+    bytes (EIO, EMFILE, EACCES, ...); None for a damaged or missing file."""
+    if isinstance(error, OSError):
+        if error.errno is None or isinstance(error, FileNotFoundError):
+            return None
+        return errno.errorcode.get(error.errno, str(error.errno)), error.errno in TRANSIENT_ERRNOS
+    if not isinstance(error, tf.errors.OpError):
+        return None
+    for code in (*TRANSIENT_ERRNOS, errno.EACCES, errno.EPERM):
+        if os.strerror(code) in error.message:
+            return errno.errorcode[code], code in TRANSIENT_ERRNOS
+    if isinstance(error, (*TF_TRANSIENT, tf.errors.PermissionDeniedError)):
+        return error.__class__.__name__, isinstance(error, TF_TRANSIENT)
+    return None
+
+
+def _versions_text(directory: pathlib.Path, env_steps: int) -> str:
+    """The versions that wrote checkpoint `env_steps`, and those installed here that differ."""
+    written = written_by(directory, env_steps)
+    if written is None:
+        return "the versions that wrote it (not recorded with it)"
+    differ = [f"{name} {version}" for name, version in installed_versions().items() if written.get(name) != version]
+    here = f"; installed here: {', '.join(differ)}" if differ else ""
+    return f"the versions that wrote it ({', '.join(f'{n} {v}' for n, v in written.items())}){here}"
+
+
+def _read_retrying(directory: pathlib.Path, env_steps: int, restore):
+    """`restore(env_steps)`, tried again after each transient disk error; a mismatch (UserError) or a
+    disk error that stays (RunFailure) is reported in one line. Damage propagates as raised."""
+    where = f"checkpoint at env step {env_steps} in {directory}"
+    for delay in (*RETRY_DELAYS, None):
+        try:
+            return restore(env_steps)
+        except _Mismatch as mismatch:
+            raise UserError(f"{where} names {mismatch.what}, which this install cannot load ({mismatch.detail}); "
+                            f"nothing was changed; allowed: {_versions_text(directory, env_steps)}") from None
+        except Exception as error:
+            failure = _disk_failure(error)
+            if failure is None:
+                raise
+            if delay is None or not failure[1]:
+                tries = f" after {len(RETRY_DELAYS) + 1} tries" if failure[1] else ""
+                name = getattr(error, "filename", None) or "its TensorFlow files"
+                raise RunFailure(f"{where} could not be read: {name}: {failure[0]} ({write_failure(error)}){tries}; "
+                                 f"nothing was renamed or deleted; run the command again once it reads") from None
+            time.sleep(delay)
+
+
+def _newest_that_loads(directory: pathlib.Path, restore) -> tuple[int, object, set[int]]:
+    """(env step, `restore(env step)`, env steps of the damaged checkpoints skipped on the way) of the
+    newest complete checkpoint that loads; each damaged one is reported in one warning line and left
+    as it is."""
+    damaged = set()
     for env_steps in complete_steps(directory):
         try:
-            return env_steps, restore(env_steps)
-        except BROKEN as error:
-            print(f"warning: checkpoint at env step {env_steps} in {directory} is broken "
-                  f"({error.__class__.__name__}); falling back to the one before it", file=sys.stderr)
-            if mark_broken:
-                marker = marker_path(directory, env_steps)
-                try:
-                    marker.replace(marker.with_suffix(".broken"))  # pruned by the next save
-                except OSError:
-                    pass
-    raise UserError(f"no complete checkpoint in {directory}; allowed: a run folder written by tfdqn.train "
+            return env_steps, _read_retrying(directory, env_steps, restore), damaged
+        except DAMAGED as error:
+            print(f"warning: checkpoint at env step {env_steps} in {directory} is damaged ({one_line(error)}); "
+                  f"left as it is, falling back to the one before it", file=sys.stderr)
+            damaged.add(env_steps)
+    found = f" that loads (damaged, left as they are: env steps {sorted(damaged)})" if damaged else ""
+    raise UserError(f"no complete checkpoint{found} in {directory}; allowed: a run folder written by tfdqn.train "
                     f"that saved at least one checkpoint")
 
 
@@ -164,16 +281,13 @@ def restore_online(directory: pathlib.Path, network, checkpoint: str | int = "la
     as it is."""
     directory = pathlib.Path(directory)
     reader = tf.train.Checkpoint(online=network)
-
-    def read(prefix: str) -> None:
-        reader.read(str(directory / prefix)).expect_partial().assert_existing_objects_matched()
-
     if checkpoint == "latest":
-        return _newest_that_loads(directory, lambda step: read(f"ckpt-{step}"), mark_broken=False)[0]
+        return _newest_that_loads(directory, lambda step: _load_matched(reader.read, str(directory / f"ckpt-{step}")))[0]
     step = read_best(directory)["env_steps"] if checkpoint == "best" else int(checkpoint)
+    prefix = str(directory / (f"best-{step}" if checkpoint == "best" else f"ckpt-{step}"))
     try:
-        read(f"best-{step}" if checkpoint == "best" else f"ckpt-{step}")
-    except BROKEN as error:
+        _read_retrying(directory, step, lambda _: _load_matched(reader.read, prefix))
+    except DAMAGED as error:
         raise UserError(f"checkpoint {checkpoint} (env step {step}) in {directory} cannot be read "
                         f"({error.__class__.__name__}); allowed: latest or another saved env step") from None
     return step

@@ -84,8 +84,8 @@ class VectorEnvCollector:
         try:
             step = self._vector.step(actions)
         except Exception as error:  # the env itself failed: name it and the env step
-            raise EnvFailure(f"env {self._spec.env_id} failed at env step {int(self._actor.env_steps.numpy())}: "
-                             f"{one_line(error)}") from error
+            failed_at = int(self._actor.env_steps.numpy()) + self.num_envs  # the step counts once collected
+            raise EnvFailure(f"env {self._spec.env_id} failed at env step {failed_at}: {one_line(error)}") from error
         t = self._timer.add("env_step", t)
         transitions = Transitions(self._frames, actions, step.reward, step.terminated, step.truncated,
                                   step.final_frames, step.games)

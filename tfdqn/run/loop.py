@@ -36,7 +36,7 @@ def run_loop(run: Run) -> int:
         with run.replay_lock:
             run.replay.add(transitions.frame, transitions.action, transitions.reward, transitions.terminated,
                            transitions.truncated, transitions.final_frame, transitions.streams)
-        env_steps = int(run.agent.counters.env_steps.numpy())
+        env_steps = int(run.agent.counters.env_steps.assign_add(len(transitions.action)).numpy())  # its one writer
         run.episodes.record(env_steps, transitions.games)
         run.timer.add("replay_add", t)
         run.driver.after_collect()
