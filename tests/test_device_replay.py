@@ -21,8 +21,7 @@ def test_graph_gather_equals_host_gather_for_every_sampleable_slot(stack_size, n
     ring, _ = _play(stack_size, num_streams, slots=24, adds=70)
     indices = _all_sampleable(ring)
     host = ring.gather(indices)
-    stream, slot = np.divmod(indices, ring._slots)
-    graph = ring.gather_in_graph(tf.constant(stream), tf.constant(slot))
+    graph = ring.gather_in_graph(tf.constant(indices))
     for name, a, b in zip(host._fields, host, graph):
         np.testing.assert_array_equal(a, b.numpy(), err_msg=name)
 
@@ -33,9 +32,9 @@ def test_graph_sampler_draws_only_sampleable_slots_and_repeats_for_a_seed(stack_
     for _ in range(2):
         ring, _ = _play(stack_size, num_streams, slots=24, adds=70, seed=3)
         ring.flush()
-        stream, slot = ring._draw(4000)
-        accepted = ring._sampleable(stream, slot).numpy()
-        np.testing.assert_array_equal(accepted, ring.is_sampleable(stream.numpy() * ring._slots + slot.numpy()))
+        slot = ring._draw(4000)
+        accepted = ring._sampleable(slot).numpy()
+        np.testing.assert_array_equal(accepted, ring.is_sampleable(slot.numpy()))
         batch = tf.function(lambda: ring.sample_in_graph(256))()
         draws.append([x.numpy() for x in batch])
         # Every sampled transition is one the host ring would rebuild the same way.
@@ -72,3 +71,22 @@ def test_training_with_the_accelerator_replay(tmp_path, run_cmd):
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["updates"] == 1000 and summary["replay_device"] == "accelerator"
+
+
+def test_graph_sampler_follows_streams_that_add_at_unequal_rates():
+    """Actors of unequal speed write one shared ring: the graph's gather follows each stream's links as the
+    host's does, and its draws are spread over the streams as the held transitions are."""
+    from tests.test_replay_streams import FRAME_SHAPE, STEPS_PER_STREAM, Trajectories
+    from tests.test_replay_streams import _play as play_streams
+
+    ring = DeviceReplay(300, FRAME_SHAPE, np.int64, 4, num_streams=3, seed=0)
+    play_streams(ring, Trajectories(3), [8, 3, 1], 1500, np.random.default_rng(0), cut_every=97)
+    indices = _all_sampleable(ring)
+    host = ring.gather(indices)
+    graph = ring.gather_in_graph(tf.constant(indices))
+    for name, a, b in zip(host._fields, host, graph):
+        np.testing.assert_array_equal(a, b.numpy(), err_msg=name)
+    drawn = tf.function(lambda: ring.sample_in_graph(4000))()[0].numpy()[:, -1, 0]
+    held = host.observation[:, -1, 0] // STEPS_PER_STREAM
+    shares = [np.mean(drawn // STEPS_PER_STREAM == s) - np.mean(held == s) for s in range(3)]
+    assert max(abs(share) for share in shares) < 0.04

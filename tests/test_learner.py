@@ -66,14 +66,14 @@ def test_target_sync_exactly_on_period_boundaries_and_one_trace():
 def test_update_loss_matches_a_numpy_reference():
     config = LearnerConfig(double_dqn=True, huber_delta=1.0, gamma=0.9, clip_rewards=True, max_grad_norm=0.0)
     learner = Learner(_tiny_model(2), _tiny_model(3), config, (3,), np.float32)
-    observation, action, reward, discount, next_observation = _batch(7)
-    discount[::2] = 0.0
+    observation, action, reward, bootstrap, next_observation = _batch(7)
+    bootstrap[::2] = 0.0
     q_online = learner.online(observation).numpy()
-    y = _numpy_target(np.sign(reward), discount, learner.target(next_observation).numpy(), 0.9,
+    y = _numpy_target(np.sign(reward), bootstrap, learner.target(next_observation).numpy(), 0.9,
                       learner.online(next_observation).numpy())
     error = y - q_online[np.arange(8), action]
     huber = np.where(np.abs(error) <= 1.0, 0.5 * error**2, np.abs(error) - 0.5)
-    metrics = learner.update(observation, action, reward, discount, next_observation)
+    metrics = learner.update(observation, action, reward, bootstrap, next_observation)
     assert float(metrics["td_loss"]) == pytest.approx(huber.mean(), rel=1e-5)
     assert float(metrics["q_values"]) == pytest.approx(q_online.max(axis=1).mean(), rel=1e-5)
 

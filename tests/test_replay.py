@@ -1,7 +1,8 @@
 """ReplayRing against a plain-Python reference of what the environment showed the agent.
 
 Every frame is filled with its own id (1, 2, ...; 0 is the padding value), so a rebuilt stack
-names exactly which frames it holds and each transition is found by its newest frame.
+names exactly which frames it holds and each transition is found by its newest frame. The ring holds
+the newest `capacity` slots of all streams together, in the order add() writes them.
 """
 
 import collections
@@ -37,13 +38,14 @@ def _frame(frame_id):
 class Reference:
     """Plays per-stream episodes, records the zero-padded stacks seen and which slots the ring holds."""
 
-    def __init__(self, stack_size, slots, stream_lengths, ends):
+    def __init__(self, stack_size, capacity, stream_lengths, ends):
         self.stack_size = stack_size
         self.ids = itertools.count(1)
         self.episode_of = {}  # frame id -> (stream, episode number)
-        self.transitions = {}  # newest frame id of the observation -> (obs ids, action, reward, discount, next ids)
+        self.transitions = {}  # newest frame id of the observation -> (obs ids, action, reward, bootstrap, next ids)
         num_streams = len(stream_lengths)
-        self.written = [collections.deque(maxlen=slots) for _ in range(num_streams)]  # ring contents, oldest first
+        self.num_streams = num_streams
+        self.ring = collections.deque(maxlen=capacity)  # (stream, kind, frame id, step in episode), oldest first
         self.lengths = [itertools.cycle(lengths) for lengths in stream_lengths]
         self.ends = ends
         self.episodes = [0] * num_streams
@@ -62,8 +64,8 @@ class Reference:
 
     def step(self, ring):
         """Advance every stream's episode by one step, record what it saw, and add that step to `ring`."""
-        frames, actions, rewards, terminated, truncated, next_frames = [], [], [], [], [], []
-        for s in range(len(self.written)):
+        frames, actions, rewards, terminated, truncated, next_frames, finals = [], [], [], [], [], [], []
+        for s in range(self.num_streams):
             if self.remaining[s] == 0:  # start an episode with its reset frame
                 self.episodes[s] += 1
                 self.episode_frames[s] = []
@@ -79,33 +81,39 @@ class Reference:
             self.transitions[frame_id] = (observation, action, reward, 0.0 if term else 1.0,
                                           self._stack(self.episode_frames[s]))
             step_in_episode = len(self.episode_frames[s]) - 2
-            self.written[s].append(("transition", frame_id, step_in_episode))
-            if done:
-                self.written[s].append(("final", next_id, step_in_episode + 1))
+            self.ring.append((s, "transition", frame_id, step_in_episode))
+            if done:  # add() writes every stream's transition, then the final frames
+                finals.append((s, "final", next_id, step_in_episode + 1))
             frames.append(_frame(frame_id))
             next_frames.append(_frame(next_id))
             actions.append(action)
             rewards.append(reward)
             terminated.append(term)
             truncated.append(done and not term)
+        self.ring.extend(finals)
         ring.add(np.stack(frames), np.array(actions), np.array(rewards, np.float32),
                  np.array(terminated), np.array(truncated), np.stack(next_frames))
 
-    def sampleable(self):
-        """Newest frame ids of transitions whose next frame and needed history are still in the ring."""
+    def held(self):
+        """Per stream, what the ring holds of it, oldest first: (kind, frame id, step in episode)."""
+        return [[entry[1:] for entry in self.ring if entry[0] == s] for s in range(self.num_streams)]
+
+    def sampleable(self, n_step=1):
+        """Newest frame ids of transitions whose n next slots and needed history are still in the ring."""
         ids = set()
-        for written in self.written:
+        for written in self.held():
             for position, (kind, frame_id, step_in_episode) in enumerate(written):
                 history = min(step_in_episode, self.stack_size - 1)
-                if kind == "transition" and position < len(written) - 1 and position - history >= 0:
+                if kind == "transition" and position < len(written) - n_step and position - history >= 0:
                     ids.add(frame_id)
         return ids
 
 
 def _play(stack_size, num_streams, slots, adds, lengths=EPISODE_LENGTHS, ends="mixed", seed=0,
           stream_lengths=None):
+    """`slots` per stream: a ring of slots * num_streams."""
     ring = ReplayRing(slots * num_streams, FRAME_SHAPE, np.int32, stack_size, num_streams, seed)
-    reference = Reference(stack_size, slots, stream_lengths or _rotations(lengths, num_streams), ends)
+    reference = Reference(stack_size, slots * num_streams, stream_lengths or _rotations(lengths, num_streams), ends)
     for _ in range(adds):
         reference.step(ring)
     return ring, reference
@@ -132,18 +140,18 @@ def _assert_matches_reference(ring, reference, indices):
     for b in range(len(indices)):
         obs_ids = observations[b, :, 0].tolist()
         next_ids = next_observations[b, :, 0].tolist()
-        expected_obs, action, reward, discount, expected_next = reference.transitions[obs_ids[-1]]
+        expected_obs, action, reward, bootstrap, expected_next = reference.transitions[obs_ids[-1]]
         assert obs_ids == expected_obs
         assert next_ids == expected_next
         assert batch.action[b] == action
         assert batch.reward[b] == np.float32(reward)
-        assert batch.discount[b] == discount
+        assert batch.bootstrap[b] == bootstrap
         episode = reference.episode_of[obs_ids[-1]]
         assert all(reference.episode_of[i] == episode for i in obs_ids + next_ids if i != 0)
     assert batch.observation.shape == (len(indices), *ring.observation_shape)
     assert batch.next_observation.shape == batch.observation.shape
     assert batch.observation.dtype == np.int32
-    assert (batch.action.dtype, batch.reward.dtype, batch.discount.dtype) == (np.int32, np.float32, np.float32)
+    assert (batch.action.dtype, batch.reward.dtype, batch.bootstrap.dtype) == (np.int32, np.float32, np.float32)
 
 
 SCENARIOS = {  # name: (slots per stream, adds)
@@ -197,7 +205,7 @@ def test_truncation_bootstraps_from_final_frame_and_termination_does_not(stack_s
     ring.add([_frame(6)], [3], [0.0], [False], [False], [_frame(7)])  # newest step: not sampleable yet
     batch = ring.gather(_all_sampleable(ring))
     assert batch.reward.tolist() == [0.0, 7.5, -2.25]  # raw, not clipped
-    assert batch.discount.tolist() == [1.0, 1.0, 0.0]
+    assert batch.bootstrap.tolist() == [1.0, 1.0, 0.0]
     newest_next = batch.next_observation.reshape(3, -1)[:, -1].tolist()
     assert newest_next == [2, 3, 5]
     if stack_size == 4:
@@ -222,10 +230,14 @@ def test_unsampleable_slots_are_never_sampled():
 
 @pytest.mark.parametrize("adds", [6, 40])
 def test_sampling_is_uniform_over_transitions_not_streams(adds):
-    # stream 0 has one-step episodes, so each add writes it two slots: after 6 adds its ring holds
-    # twice as many slots as stream 1's; after 40 (both wrapped) half as many transitions.
-    ring, _ = _play(1, 2, 16, adds, stream_lengths=[(1,), (1000,)])
+    # stream 0 has one-step episodes, so each add writes it two slots (a transition and a final frame)
+    # and stream 1 one: both before the ring wraps (6 adds) and after (40), stream 0 holds two thirds of
+    # the newest slots and half of the transitions, and each transition is drawn equally often.
+    ring, reference = _play(1, 2, 16, adds, stream_lengths=[(1,), (1000,)])
     valid = _all_sampleable(ring)
+    assert set(_frame_ids(ring)) == reference.sampleable()
+    held = [len(slots) for slots in reference.held()]
+    assert abs(held[0] - 2 * held[1]) <= 2  # shares of what was written, not halves of the ring
     expected = 1000  # draws per sampleable transition
     counts = collections.Counter(_draw(ring, expected * len(valid)).tolist())
     assert set(counts) == set(valid.tolist())
@@ -311,7 +323,7 @@ def test_cut_episodes_ends_the_open_episode_as_a_truncation():
     ring.add(np.full((1, 2), 101), [1], [2.0], [False], [False], np.full((1, 2), 102))
     batch = ring.gather(np.flatnonzero(ring.is_sampleable(np.arange(ring.capacity))))
     last_old = np.flatnonzero(batch.observation[:, -1, 0] == 5)[0]
-    assert batch.discount[last_old] == 1.0 and batch.next_observation[last_old, -1, 0] == 6
+    assert batch.bootstrap[last_old] == 1.0 and batch.next_observation[last_old, -1, 0] == 6
     first_new = np.flatnonzero(batch.observation[:, -1, 0] == 100)[0]
     assert batch.observation[first_new, 0, 0] == 0  # zero padding: no frame of the old game leaks in
 

@@ -11,13 +11,13 @@ from tfdqn.replay.ring import ReplayRing
 def _n_step_reference(reference, first_id, n, gamma):
     """The reference's n-step transition from `first_id`: one-step transitions chained while the episode
     goes on (a final frame has no transition of its own), rewards weighted by gamma^j."""
-    observation, action, reward, discount, following = reference.transitions[first_id]
+    observation, action, reward, bootstrap, following = reference.transitions[first_id]
     steps = 1
-    while steps < n and discount == 1.0 and following[-1] in reference.transitions:
-        _, _, next_reward, discount, following = reference.transitions[following[-1]]
+    while steps < n and bootstrap == 1.0 and following[-1] in reference.transitions:
+        _, _, next_reward, bootstrap, following = reference.transitions[following[-1]]
         reward += gamma ** steps * next_reward
         steps += 1
-    return observation, action, reward, 0.0 if discount == 0.0 else gamma ** (steps - 1), following
+    return observation, action, reward, 0.0 if bootstrap == 0.0 else gamma ** (steps - 1), following
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -27,7 +27,7 @@ def test_n_step_transitions_sum_rewards_until_the_episode_ends_and_bootstrap_m_s
     n, gamma, num_streams = 3, 0.5, 3
     slots, adds = SCENARIOS[scenario]
     ring = ReplayRing(slots * num_streams, FRAME_SHAPE, np.int32, stack_size, num_streams, 0, n_step=n, gamma=gamma)
-    reference = Reference(stack_size, slots, _rotations(EPISODE_LENGTHS, num_streams), ends)
+    reference = Reference(stack_size, slots * num_streams, _rotations(EPISODE_LENGTHS, num_streams), ends)
     for _ in range(adds):
         reference.step(ring)
     indices = _all_sampleable(ring)
@@ -36,15 +36,10 @@ def test_n_step_transitions_sum_rewards_until_the_episode_ends_and_bootstrap_m_s
     observations = batch.observation.reshape(len(indices), k, -1)[..., 0]
     next_observations = batch.next_observation.reshape(len(indices), k, -1)[..., 0]
     # sampleable: at least n newer writes in the stream (the n-step look-ahead is written) and the history kept
-    expected_ids = set()
-    for written in reference.written:
-        for position, (kind, frame_id, step_in_episode) in enumerate(written):
-            if kind == "transition" and position < len(written) - n and position - min(step_in_episode, k - 1) >= 0:
-                expected_ids.add(frame_id)
-    assert set(observations[:, -1].tolist()) == expected_ids and len(indices) == len(ring)
+    assert set(observations[:, -1].tolist()) == reference.sampleable(n) and len(indices) == len(ring)
     for b in range(len(indices)):
-        observation, action, reward, discount, following = _n_step_reference(reference, observations[b, -1], n, gamma)
+        observation, action, reward, bootstrap, following = _n_step_reference(reference, observations[b, -1], n, gamma)
         assert observations[b].tolist() == observation and next_observations[b].tolist() == following
         assert batch.action[b] == action
-        assert batch.reward[b] == pytest.approx(reward) and batch.discount[b] == pytest.approx(discount)
-    assert (batch.reward.dtype, batch.discount.dtype) == (np.float32, np.float32)
+        assert batch.reward[b] == pytest.approx(reward) and batch.bootstrap[b] == pytest.approx(bootstrap)
+    assert (batch.reward.dtype, batch.bootstrap.dtype) == (np.float32, np.float32)

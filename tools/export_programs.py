@@ -87,7 +87,7 @@ def data_recipes(spec, program_kind: str) -> dict:
     return {"observation": observation, "next_observation": observation,
             "action": {"kind": "integers", "low": 0, "high": spec.num_actions},
             "reward": {"kind": "choice", "values": [-1.0, 0.0, 1.0]},
-            "discount": {"kind": "bernoulli", "p": 0.99}}
+            "bootstrap": {"kind": "bernoulli", "p": 0.99}}
 
 
 def data_names(function) -> list[str]:
@@ -206,7 +206,7 @@ def program_plan(agent, config, spec, act_batches: list[int], fused_ks: list[int
     update_shapes = [[batch, *observation], [batch], [batch], [batch], [batch, *observation]]
     plan = [{"name": f"act_b{b}", "kind": "act", "function": agent.actor.act_function, "shapes": [[b, *observation]],
              "batch_size": b, "env_steps_per_call": b, "updates_per_call": 0,
-             "flops_per_call": forward_flops(agent.online, b), "increments": {"actor/env_steps": b}}
+             "flops_per_call": forward_flops(agent.online, b), "increments": {}}  # act reads the step count
             for b in act_batches]
     plan.append({"name": "update", "kind": "update", "function": agent.learner.update_function, "shapes": update_shapes,
                  "batch_size": batch, "env_steps_per_call": 0, "updates_per_call": 1, "flops_per_call": one_update,

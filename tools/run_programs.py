@@ -91,7 +91,7 @@ def compile_module(path: pathlib.Path, device):
 
 
 def draw(recipe: dict, shape, dtype, rng: np.random.Generator) -> np.ndarray:
-    """One data input from its manifest recipe (random frames, actions in range, rewards, discounts)."""
+    """One data input from its manifest recipe (random frames, actions in range, rewards, bootstrap factors)."""
     kind = recipe["kind"]
     if kind == "integers":
         return rng.integers(recipe["low"], recipe["high"], shape).astype(dtype)

@@ -9,16 +9,17 @@ from tfdqn.agent.flat_call import FlatCall
 from tfdqn.agent.fused_adam import FusedAdam
 
 
-def td_target(r_t, discount_t, q_target_t, gamma: float, q_online_t=None) -> tf.Tensor:
-    """r + gamma * discount * Q_target(s', a'), with a' = argmax of Q_target (DQN) or, when the
-    online values are given, of Q_online (double DQN). `discount` is 0 only on termination; with n-step
-    returns it is gamma^(m-1) for the m rewards summed into `r`, so gamma * discount discounts m steps."""
+def td_target(r_t, bootstrap_t, q_target_t, gamma: float, q_online_t=None) -> tf.Tensor:
+    """r + gamma * bootstrap * Q_target(s', a'), with a' = argmax of Q_target (DQN) or, when the
+    online values are given, of Q_online (double DQN). `bootstrap` (the replay's `Batch.bootstrap`) is 0
+    only on termination; with n-step returns it is gamma^(m-1) for the m rewards summed into `r`, so
+    gamma * bootstrap discounts m steps."""
     if q_online_t is None:
         next_value = tf.reduce_max(q_target_t, axis=-1)
     else:
         best = tf.argmax(q_online_t, axis=-1, output_type=tf.int32)
         next_value = tf.gather(q_target_t, best, axis=-1, batch_dims=1)
-    return tf.stop_gradient(r_t + gamma * discount_t * next_value)
+    return tf.stop_gradient(r_t + gamma * bootstrap_t * next_value)
 
 
 def learning_rate(config: LearnerConfig):
@@ -40,9 +41,9 @@ def make_optimizer(config: LearnerConfig) -> keras.optimizers.Optimizer:
 class Learner:
     """Owns the online/target pair and the optimizer, and advances the run's update counter.
 
-    `update(observation, action, reward, discount, next_observation)` runs one gradient step and,
-    when the counter reaches a multiple of `target_update_period`, copies online into target, all in
-    the graph. It returns tensors; Python reads them only when it logs."""
+    `update(observation, action, reward, bootstrap, next_observation)` (a replay `Batch`) runs one
+    gradient step and, when the counter reaches a multiple of `target_update_period`, copies online into
+    target, all in the graph. It returns tensors; Python reads them only when it logs."""
 
     def __init__(self, online: keras.Model, target: keras.Model, config: LearnerConfig,
                  observation_shape: tuple, observation_dtype, counters: Counters | None = None,
@@ -97,9 +98,9 @@ class Learner:
         _, loss, q = tf.while_loop(lambda i, _loss, _q: i < k, body, (tf.constant(0), tf.constant(0.0), tf.constant(0.0)))
         return {"td_loss": loss, "q_values": q}
 
-    def _update_many(self, observation, action, reward, discount, next_observation):
+    def _update_many(self, observation, action, reward, bootstrap, next_observation):
         """k = len(action) updates, batch i (stacked on the leading axis) on update i."""
-        batches = (observation, action, reward, discount, next_observation)
+        batches = (observation, action, reward, bootstrap, next_observation)
         return self._repeat_update(tf.shape(action)[0], lambda i: [column[i] for column in batches])
 
     def make_replay_update(self, sample) -> tf.types.experimental.GenericFunction:
@@ -110,12 +111,12 @@ class Learner:
         # Never XLA: it has no kernel for the gathers from the replay's variables (ResourceGatherNd).
         return tf.function(update_from_replay, input_signature=[tf.TensorSpec([], tf.int32)], autograph=False)
 
-    def _update(self, observation, action, reward, discount, next_observation):
+    def _update(self, observation, action, reward, bootstrap, next_observation):
         c = self._config
         r_t = tf.sign(reward) if c.clip_rewards else reward
         q_target_t = self.target(next_observation, training=False)
         q_online_t = self.online(next_observation, training=False) if c.double_dqn else None
-        y = td_target(r_t, discount, q_target_t, c.gamma, q_online_t)
+        y = td_target(r_t, bootstrap, q_target_t, c.gamma, q_online_t)
         with tf.GradientTape() as tape:
             q_tm1 = self.online(observation, training=True)
             q_a = tf.gather(q_tm1, action, axis=-1, batch_dims=1)

@@ -2,7 +2,12 @@
 
 A stack of k Atari frames shares k-1 frames with its neighbours, so storing frames rather than
 observations cuts replay memory about k-fold (1M transitions of 84x84 uint8 fit in about 7.1 GB).
-Each env (stream) writes its own ring; an episode's final frame gets a slot of its own so a
+
+All streams (envs) write one ring in the order their steps arrive, so the ring holds the newest
+`capacity` slots whatever the number of streams and their rates: a slow actor's envs get the share of
+the samples that they have of the data, no more. Each slot records its stream, its index within that
+stream (`seq`) and links to the stream's previous and next slots, which stacking (k-1 frames back)
+and n-step returns (n frames on) follow. An episode's final frame gets a slot of its own so a
 truncated transition can bootstrap from it. Every rule for which slots may not be sampled lives in
 `is_sampleable`, the one predicate that sampling, `len()` and the tests share.
 """
@@ -16,18 +21,19 @@ import numpy as np
 
 
 class Batch(NamedTuple):
-    """Transitions for the learner; `discount` is 0 only on termination, so truncation bootstraps."""
+    """Transitions for the learner, whose target is reward + gamma * bootstrap * max_a Q(next_observation, a)."""
 
     observation: np.ndarray       # [B, *observation_shape], frame dtype
     action: np.ndarray            # [B] int32
     reward: np.ndarray            # [B] float32, raw (the learner clips); n-step: sum of gamma^j r_{t+j}
-    discount: np.ndarray          # [B] float32: 0.0 where the episode terminated, else 1.0 (n-step: gamma^(m-1)
-                                  # for the m rewards summed, so the learner's gamma * discount is gamma^m)
+    bootstrap: np.ndarray         # [B] float32: 0.0 where the episode terminated, else gamma^(m-1) for the m
+                                  # rewards summed (1.0 for one-step), so gamma * bootstrap discounts m steps
     next_observation: np.ndarray  # [B, *observation_shape], frame dtype: m steps on (1 for one-step)
 
 
-def _slots_per_stream(capacity: int, stack_size: int, num_streams: int, n_step: int = 1) -> int:
-    """Slots each stream gets; a stream must hold a full stack, its n next frames and a pending newest slot."""
+def _check_sizes(capacity: int, stack_size: int, num_streams: int, n_step: int) -> None:
+    """Refuse a ring in which streams stepping together could not each hold a full stack, its n next
+    frames and a pending newest slot."""
     if stack_size < 1:
         raise ValueError(f"stack_size = {stack_size}; allowed: >= 1")
     if num_streams < 1:
@@ -36,35 +42,43 @@ def _slots_per_stream(capacity: int, stack_size: int, num_streams: int, n_step: 
     if slots < stack_size + n_step + 1:
         raise ValueError(f"capacity = {capacity} gives {slots} slots to each of {num_streams} streams; "
                          f"allowed: at least stack_size + n_step + 1 = {stack_size + n_step + 1} slots per stream")
-    return slots
 
 
 def _layout(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int, num_streams: int,
             n_step: int = 1) -> dict:
     """Name -> (shape, dtype) of every array the ring allocates: one source for allocation and size."""
-    per_slot = (num_streams, _slots_per_stream(capacity, stack_size, num_streams, n_step))
-    per_stream = (num_streams,)
+    _check_sizes(capacity, stack_size, num_streams, n_step)
+    slot, stream, ring = (capacity,), (num_streams,), (1,)
     return {
-        "frames": (per_slot + tuple(frame_shape), np.dtype(frame_dtype)),
-        "action": (per_slot, np.dtype(np.int32)),
-        "reward": (per_slot, np.dtype(np.float32)),
-        "terminated": (per_slot, np.dtype(np.bool_)),       # truncation needs no flag: a final-only slot follows
-        "step_in_episode": (per_slot, np.dtype(np.int32)),  # frame index within its episode: where zero padding starts
-        "final_only": (per_slot, np.dtype(np.bool_)),       # holds only an episode's final frame, not a transition
-        "cursor": (per_stream, np.dtype(np.int64)),         # next slot to write
-        "filled": (per_stream, np.dtype(np.int64)),         # slots written so far, at most slots per stream
-        "final_count": (per_stream, np.dtype(np.int64)),    # final-only slots among the written ones
-        "episode_step": (per_stream, np.dtype(np.int64)),   # step_in_episode of the next frame written
+        "frames": (slot + tuple(frame_shape), np.dtype(frame_dtype)),
+        "action": (slot, np.dtype(np.int32)),
+        "reward": (slot, np.dtype(np.float32)),
+        "terminated": (slot, np.dtype(np.bool_)),       # truncation needs no flag: a final-only slot follows
+        "step_in_episode": (slot, np.dtype(np.int32)),  # frame index within its episode: where zero padding starts
+        "final_only": (slot, np.dtype(np.bool_)),       # holds only an episode's final frame, not a transition
+        "stream": (slot, np.dtype(np.int32)),           # the stream that wrote the slot
+        "seq": (slot, np.dtype(np.int64)),              # the slot's index among its stream's writes
+        "prev": (slot, np.dtype(np.int64)),             # the stream's previous slot (itself where none was left)
+        "next": (slot, np.dtype(np.int64)),             # the stream's next slot (itself until it is written)
+        "writes": (stream, np.dtype(np.int64)),         # slots the stream has written: the next one's seq
+        "oldest": (stream, np.dtype(np.int64)),         # seq of the stream's oldest slot still held (writes: none)
+        "oldest_slot": (stream, np.dtype(np.int64)),    # where that slot is
+        "newest_slot": (stream, np.dtype(np.int64)),    # where the stream's newest slot is
+        "episode_step": (stream, np.dtype(np.int64)),   # step_in_episode of the stream's next frame
+        "cursor": (ring, np.dtype(np.int64)),           # next slot to write
+        "filled": (ring, np.dtype(np.int64)),           # slots written so far, at most capacity
+        "final_count": (ring, np.dtype(np.int64)),      # final-only slots among the held ones
     }
 
 
-PER_SLOT = ("frames", "action", "reward", "terminated", "step_in_episode", "final_only")
-PER_STREAM = ("cursor", "filled", "final_count", "episode_step")
+PER_SLOT = ("frames", "action", "reward", "terminated", "step_in_episode", "final_only", "stream", "seq", "prev",
+            "next")
+COUNTERS = ("writes", "oldest", "oldest_slot", "newest_slot", "episode_step", "cursor", "filled", "final_count")
 CHUNK_SLOTS = 16_384  # slots per chunk of the saved ring: a checkpoint rewrites only chunks written since the last
 
 
 class ReplayRing:
-    """Preallocated per-stream rings of frames with uniform sampling of rebuilt transitions.
+    """One preallocated ring of frames shared by every stream, with uniform sampling of rebuilt transitions.
 
     Arrays are created with np.zeros, so the OS commits pages only as the ring fills.
     """
@@ -75,15 +89,14 @@ class ReplayRing:
         for name, (shape, dtype) in layout.items():  # self._frames, self._action, ... as listed in _layout
             setattr(self, "_" + name, np.zeros(shape, dtype))
         self._num_streams = num_streams
-        self._slots = layout["frames"][0][1]
         self._stack_size = stack_size
         self._n_step, self._gamma = n_step, gamma
         self._frame_shape = tuple(frame_shape)
         self._rng = np.random.Generator(np.random.PCG64(seed))
-        self.capacity = self._slots * num_streams  # slots actually allocated, final-frame slots included
+        self.capacity = capacity  # slots, final-frame slots included
         self.observation_shape = self._frame_shape if stack_size == 1 else (stack_size, *self._frame_shape)
         self.nbytes = sum(getattr(self, "_" + name).nbytes for name in layout)
-        self._dirty = np.zeros(-(-self._slots // CHUNK_SLOTS), bool)
+        self._dirty = np.zeros(-(-capacity // CHUNK_SLOTS), bool)
 
     @staticmethod
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
@@ -92,13 +105,14 @@ class ReplayRing:
         layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step)
         return sum(math.prod(shape) * dtype.itemsize for shape, dtype in layout.values())
 
-    def add(self, frame, action, reward, terminated, truncated, next_frame, streams=None) -> None:
+    def add(self, frame, action, reward, terminated, truncated, final_frame, streams=None) -> None:
         """Record one env step of every stream, or of `streams` (distinct indices) where given; each
         argument has a leading axis of one entry per stream written.
 
-        `frame` is the newest frame of the observation the action was chosen from. `next_frame` is
-        stored only where the episode ended: there it is the final frame, and that stream's next
-        add() starts a new episode. Elsewhere it must equal the next add()'s `frame`.
+        `frame` is the newest frame of the observation the action was chosen from. `final_frame` is read
+        only where the episode ended (terminated or truncated): it is the episode's final frame, stored
+        in a slot of its own, and that stream's next add() starts a new episode. Elsewhere the next
+        frame is the next add()'s `frame`.
         """
         streams = self._selected(streams)
         frame = self._per_stream("frame", frame, self._frame_shape, len(streams))
@@ -108,8 +122,8 @@ class ReplayRing:
                     self._per_stream("reward", reward, (), len(streams)), terminated, final_only=False)
         ended = np.flatnonzero(terminated | truncated)
         if ended.size:
-            next_frame = self._per_stream("next_frame", next_frame, self._frame_shape, len(streams))
-            self._write(streams[ended], next_frame[ended], 0, 0.0, False, final_only=True)
+            final_frame = self._per_stream("final_frame", final_frame, self._frame_shape, len(streams))
+            self._write(streams[ended], final_frame[ended], 0, 0.0, False, final_only=True)
             self._episode_step[streams[ended]] = 0
 
     def _selected(self, streams) -> np.ndarray:
@@ -126,57 +140,92 @@ class ReplayRing:
         return value
 
     def _write(self, streams, frame, action, reward, terminated, final_only: bool) -> None:
-        """Write one slot for each of `streams` (distinct) at its cursor and advance the cursor."""
-        slot = self._cursor[streams]
-        self._final_count[streams] -= self._final_only[streams, slot]  # an overwritten final-only slot leaves
-        self._store_frames(streams, slot, frame)
-        self._action[streams, slot] = action
-        self._reward[streams, slot] = reward
-        self._terminated[streams, slot] = terminated
-        self._step_in_episode[streams, slot] = self._episode_step[streams]
-        self._final_only[streams, slot] = final_only
-        self._final_count[streams] += final_only
-        self._dirty[slot // CHUNK_SLOTS] = True
-        self._cursor[streams] = (slot + 1) % self._slots
-        self._filled[streams] = np.minimum(self._filled[streams] + 1, self._slots)
+        """Write one slot for each of `streams` (distinct) at the cursor, in order, evicting the oldest slots."""
+        slots = (self._cursor[0] + np.arange(len(streams))) % self.capacity
+        self._evict(slots)
+        self._link(streams, slots)
+        self._store_frames(slots, frame)
+        self._action[slots] = action
+        self._reward[slots] = reward
+        self._terminated[slots] = terminated
+        self._step_in_episode[slots] = self._episode_step[streams]
+        self._final_only[slots] = final_only
+        self._stream[slots] = streams
+        self._seq[slots] = self._writes[streams]
+        self._writes[streams] += 1
+        self._newest_slot[streams] = slots
         self._episode_step[streams] += 1
+        self._final_count += final_only * len(streams)
+        self._cursor[0] = (self._cursor[0] + len(streams)) % self.capacity
+        self._filled[0] = min(self._filled[0] + len(streams), self.capacity)
 
-    def _store_frames(self, streams: np.ndarray, slot: np.ndarray, frame: np.ndarray) -> None:
-        self._frames[streams, slot] = frame
+    def _evict(self, slots: np.ndarray) -> None:
+        """Forget what `slots` held: the globally oldest slots, so each is also its stream's oldest."""
+        filled = self._filled[0]
+        held = slots if filled == self.capacity else slots[slots < filled]  # written: [0, filled) until full
+        if not held.size:
+            return
+        owner, seq = self._stream[held], self._seq[held]
+        self._final_count -= np.count_nonzero(self._final_only[held])
+        np.maximum.at(self._oldest, owner, seq + 1)
+        newest_evicted = seq + 1 == self._oldest[owner]  # one per owner: its next slot is now its oldest
+        self._oldest_slot[owner[newest_evicted]] = self._next[held[newest_evicted]]
 
-    def _load_frames(self, streams: np.ndarray, slots: np.ndarray) -> np.ndarray:
-        """A fresh array of the frames at (streams, slots), broadcast together."""
-        return self._frames[streams, slots]
+    def _link(self, streams: np.ndarray, slots: np.ndarray) -> None:
+        """Chain each new slot to its stream's newest one still held (to itself where none is) and mark
+        what changed. The slots written were just evicted, so no stream's held newest slot is among them."""
+        newest = self._newest_slot[streams]
+        empty = self._oldest[streams] == self._writes[streams]  # none of the stream's slots is held
+        if empty.any():
+            self._oldest_slot[streams[empty]] = slots[empty]
+            newest = np.where(empty, slots, newest)
+        self._prev[slots] = newest
+        self._next[newest] = slots
+        self._next[slots] = slots
+        self._mark_written(np.concatenate([slots, newest]))
+
+    def _mark_written(self, slots: np.ndarray) -> None:
+        """`slots` changed: their chunks must be saved again."""
+        self._dirty[slots // CHUNK_SLOTS] = True
+
+    def _store_frames(self, slots: np.ndarray, frame: np.ndarray) -> None:
+        self._frames[slots] = frame
+
+    def _load_frames(self, slots: np.ndarray) -> np.ndarray:
+        """A fresh array of the frames at `slots`."""
+        return self._frames[slots]
 
     def is_sampleable(self, indices: np.ndarray) -> np.ndarray:
-        """The one predicate: which flat indices (stream * slots_per_stream + slot) hold usable transitions.
+        """The one predicate: which slots hold usable transitions.
 
-        `age` counts writes since the slot was written (0: newest). A slot is refused when it was never
-        written or was overwritten (age >= filled), when it is among the n_step newest (the frames and
-        rewards it looks ahead to are not all written yet), when it holds only a final frame, or when a
-        history frame its stack needs (up to stack_size - 1 back, never before the episode's first
-        frame) has been overwritten by the wrap.
+        A slot is refused when it was never written, when it is among its stream's n_step newest (the
+        frames and rewards it looks ahead to are not all written yet), when it holds only a final frame,
+        or when a history frame its stack needs (up to stack_size - 1 back, never before the episode's
+        first frame) has been evicted.
         """
-        stream, slot = np.divmod(np.asarray(indices), self._slots)
-        age = (self._cursor[stream] - 1 - slot) % self._slots
-        history = np.minimum(self._step_in_episode[stream, slot], self._stack_size - 1)
-        return (age >= self._n_step) & (age + history < self._filled[stream]) & ~self._final_only[stream, slot]
+        slot = np.asarray(indices)
+        stream, seq = self._stream[slot], self._seq[slot]
+        history = np.minimum(self._step_in_episode[slot], self._stack_size - 1)
+        return ((slot < self._filled[0]) & (self._writes[stream] - 1 - seq >= self._n_step)
+                & (seq - history >= self._oldest[stream]) & ~self._final_only[slot])
 
     def __len__(self) -> int:
-        """Number of transitions that may be sampled now (stored transitions the predicate accepts).
+        """Number of transitions that may be sampled now (held transitions the predicate accepts).
 
-        Only a stream's n_step newest slots and its stack_size - 1 oldest slots can be refused while
-        written and not final-only, so the predicate runs on those alone: O(num_streams * (n_step + stack_size)).
+        Only a stream's n_step newest slots and its stack_size - 1 oldest slots can be refused while held
+        and not final-only, so the predicate runs on those alone: O(num_streams * (n_step + stack_size)).
         """
-        k, n = self._stack_size, self._n_step
-        filled = self._filled[:, None]
-        newest = np.broadcast_to(np.arange(n), (len(filled), n))
-        ages = np.concatenate([newest, filled - (k - 1) + np.arange(k - 1)], axis=1)
-        present = (ages < filled) & ((ages >= n) | (np.arange(n + k - 1) < n))  # written, each slot counted once
-        stream = np.broadcast_to(np.arange(self._num_streams)[:, None], ages.shape)[present]
-        slot = (self._cursor[stream] - 1 - ages[present]) % self._slots
-        refused = ~self._final_only[stream, slot] & ~self.is_sampleable(stream * self._slots + slot)
-        return int(self._filled.sum() - self._final_count.sum() - refused.sum())
+        held = self._writes - self._oldest
+        candidates, newest, oldest = [], self._newest_slot, self._oldest_slot
+        for j in range(self._n_step):  # the j-th newest slot of each stream
+            candidates.append(newest[j < held])
+            newest = self._prev[newest]
+        for j in range(self._stack_size - 1):  # the j-th oldest, unless already counted among the newest
+            candidates.append(oldest[(j < held) & (held - 1 - j >= self._n_step)])
+            oldest = self._next[oldest]
+        slots = np.concatenate(candidates)
+        refused = ~self._final_only[slots] & ~self.is_sampleable(slots)
+        return int(self._filled[0] - self._final_count[0] - refused.sum())
 
     def can_sample(self, batch_size: int) -> bool:
         """Whether at least `batch_size` distinct transitions are sampleable (sampling is with replacement)."""
@@ -194,75 +243,70 @@ class ReplayRing:
         return Batch(*(x.reshape(count, batch_size, *x.shape[1:]) for x in self.gather(indices)))
 
     def sample_indices(self, batch_size: int, draws: int | None = None) -> np.ndarray:
-        """[draws] (default: batch_size) flat indices drawn uniformly over written slots, redrawing those
-        the predicate refuses; at least `batch_size` transitions must be sampleable."""
+        """[draws] (default: batch_size) slots drawn uniformly over written slots, redrawing those the
+        predicate refuses; at least `batch_size` transitions must be sampleable."""
         if not self.can_sample(batch_size):
             raise ValueError(f"sample({batch_size}): only {len(self)} transitions are sampleable; "
                              f"check can_sample() first")
         draws = batch_size if draws is None else draws
-        ends = np.cumsum(self._filled)
         indices = np.empty(draws, np.int64)
         todo = np.arange(draws)
         while todo.size:
-            draw = self._rng.integers(ends[-1], size=todo.size)
-            stream = np.searchsorted(ends, draw, side="right")
-            age = draw - (ends[stream] - self._filled[stream])
-            candidate = stream * self._slots + (self._cursor[stream] - 1 - age) % self._slots
+            age = self._rng.integers(self._filled[0], size=todo.size)  # 0: the newest slot
+            candidate = (self._cursor[0] - 1 - age) % self.capacity
             accepted = self.is_sampleable(candidate)
             indices[todo[accepted]] = candidate[accepted]
             todo = todo[~accepted]
         return indices
 
+    def _window_slots(self, slot: np.ndarray) -> np.ndarray:
+        """[B, stack_size + n_step] slots of each stream's frames stack_size - 1 back to n_step on from
+        `slot`, followed along the stream's links (past an episode's start they point anywhere)."""
+        columns = [slot]
+        for _ in range(self._stack_size - 1):
+            columns.insert(0, self._prev[columns[0]])
+        for _ in range(self._n_step):
+            columns.append(self._next[columns[-1]])
+        return np.stack(columns, axis=1)
+
     def gather(self, indices: np.ndarray) -> Batch:
-        """Rebuild the transitions at sampleable flat `indices`; frames before an episode's start are zero.
+        """Rebuild the transitions at sampleable `indices`; frames before an episode's start are zero.
 
-        One window of stack_size + 1 frames per transition serves both stacks: the next observation
-        ends one slot later in the same episode, so its zero padding falls on the same frames.
-        `observation` and `next_observation` are read-only overlapping views of that one window: a
-        single fresh allocation per batch keeps sampling clear of page faults from repeated large mallocs.
+        One window of stack_size + n_step frames per transition serves both stacks: the next observation
+        ends m slots later in the same episode, so its zero padding falls on the same frames. The window
+        is read-only; with one-step returns `observation` and `next_observation` are overlapping views
+        of it: one fresh allocation per batch keeps sampling clear of page faults.
         """
-        stream, slot = np.divmod(np.asarray(indices), self._slots)
-        if self._n_step > 1:
-            return self._gather_n_step(stream, slot)
-        k = self._stack_size
-        back = np.arange(k - 1, -2, -1)  # frames back from `slot`: k-1 .. 0, then -1 (the next frame)
-        window = self._load_frames(stream[:, None], (slot[:, None] - back) % self._slots)
-        window[back > self._step_in_episode[stream, slot][:, None]] = 0
+        slot = np.asarray(indices)
+        k, n = self._stack_size, self._n_step
+        window_slots = self._window_slots(slot)
+        window = self._load_frames(window_slots)
+        offset = np.arange(-(k - 1), n + 1)  # each window frame's steps after `slot`
+        window[offset[None, :] < -self._step_in_episode[slot][:, None]] = 0
         window.flags.writeable = False
-        if k == 1:
-            observation, next_observation = window[:, 0], window[:, 1]
+        reward, bootstrap, steps = self._returns(window_slots[:, k - 1:k - 1 + n])
+        if n == 1:
+            next_observation = window[:, 1:]
         else:
-            observation, next_observation = window[:, :k], window[:, 1:]
-        return Batch(
-            observation=observation,
-            action=self._action[stream, slot],
-            reward=self._reward[stream, slot],
-            discount=(~self._terminated[stream, slot]).astype(np.float32),
-            next_observation=next_observation,
-        )
+            next_observation = window[np.arange(len(slot))[:, None], steps[:, None] + np.arange(k)]
+        observation = window[:, :k]
+        if k == 1:
+            observation, next_observation = observation[:, 0], next_observation[:, 0]
+        return Batch(observation=observation, action=self._action[slot], reward=reward, bootstrap=bootstrap,
+                     next_observation=next_observation)
 
-    def _stack(self, stream: np.ndarray, slot: np.ndarray) -> np.ndarray:
-        """The observations whose newest frames are at (stream, slot), zero before each episode's start."""
-        k = self._stack_size
-        back = np.arange(k - 1, -1, -1)
-        frames = self._load_frames(stream[:, None], (slot[:, None] - back) % self._slots)
-        frames[back > self._step_in_episode[stream, slot][:, None]] = 0
-        return frames[:, 0] if k == 1 else frames
-
-    def _gather_n_step(self, stream: np.ndarray, slot: np.ndarray) -> Batch:
-        """n-step transitions: the rewards of up to n steps summed with gamma^j, stopping where the episode
-        ended (the slot after its last transition holds only the final frame), and the observation m
-        steps on; a termination within them leaves nothing to bootstrap from."""
-        ahead = (slot[:, None] + np.arange(self._n_step)) % self._slots  # [B, n]
-        ended_before = np.cumsum(self._final_only[stream[:, None], ahead], axis=1) > 0  # step j is past the end
-        summed = ~ended_before
+    def _returns(self, ahead: np.ndarray) -> tuple:
+        """(reward, bootstrap, m) of the transitions whose n slots from the first on are `ahead` [B, n]: up to
+        n rewards summed with gamma^j, stopping where the episode ended (the slot after its last
+        transition holds only the final frame); a termination leaves nothing to bootstrap from."""
+        if self._n_step == 1:
+            return self._reward[ahead[:, 0]], (~self._terminated[ahead[:, 0]]).astype(np.float32), None
+        summed = np.cumsum(self._final_only[ahead], axis=1) == 0  # step j comes before the episode's end
         steps = summed.sum(axis=1)  # m: 1..n
-        reward = (self._reward[stream[:, None], ahead] * summed * self._gamma ** np.arange(self._n_step)).sum(axis=1)
-        last = ahead[np.arange(len(slot)), steps - 1]
-        discount = np.where(self._terminated[stream, last], 0.0, self._gamma ** (steps - 1))
-        return Batch(observation=self._stack(stream, slot), action=self._action[stream, slot],
-                     reward=reward.astype(np.float32), discount=discount.astype(np.float32),
-                     next_observation=self._stack(stream, (slot + steps) % self._slots))
+        reward = (self._reward[ahead] * summed * self._gamma ** np.arange(self._n_step)).sum(axis=1)
+        last = ahead[np.arange(len(ahead)), steps - 1]
+        bootstrap = np.where(self._terminated[last], 0.0, self._gamma ** (steps - 1))
+        return reward.astype(np.float32), bootstrap.astype(np.float32), steps
 
     # ---------------------------------------------------------------- persistence (see checkpoint.py)
 
@@ -280,17 +324,17 @@ class ReplayRing:
         self._dirty[chunks] = False
 
     def chunk_arrays(self, chunk: int) -> dict:
-        """Views of every per-slot array over one chunk of slots (all streams)."""
+        """Views of every per-slot array over one chunk of slots."""
         part = slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
-        return {name: getattr(self, "_" + name)[:, part] for name in PER_SLOT}
+        return {name: getattr(self, "_" + name)[part] for name in PER_SLOT}
 
     def load_chunk(self, chunk: int, arrays: dict) -> None:
         for name, view in self.chunk_arrays(chunk).items():
             view[...] = arrays[name]
 
     def counters(self) -> dict:
-        """Cursor, fill level and episode positions per stream, and the sampling RNG's state."""
-        return {**{name: getattr(self, "_" + name).tolist() for name in PER_STREAM},
+        """Cursor, fill level, stream positions and episode positions, and the sampling RNG's state."""
+        return {**{name: getattr(self, "_" + name).tolist() for name in COUNTERS},
                 "rng": self._rng.bit_generator.state}
 
     def clear_chunk(self, chunk: int) -> None:
@@ -311,7 +355,7 @@ class ReplayRing:
             self._episode_step[streams[open_episode]] = 0
 
     def load_counters(self, counters: dict) -> None:
-        for name in PER_STREAM:
+        for name in COUNTERS:
             getattr(self, "_" + name)[...] = counters[name]
         self._rng.bit_generator.state = counters["rng"]
         self._dirty[:] = False
