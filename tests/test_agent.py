@@ -1,4 +1,3 @@
-import keras
 import numpy as np
 import pytest
 
@@ -21,25 +20,23 @@ def test_act_uses_xla_except_for_bfloat16_on_a_cpu(act_jit_compile, mixed_precis
 
 def test_bfloat16_agent_acts_greedily_and_updates_with_float32_weights():
     agent = _atari_agent(mixed_precision=True)
-    try:
-        rng = np.random.default_rng(0)
-        observation = rng.integers(0, 256, (6, 4, 84, 84), dtype=np.uint8)
-        q_values = agent.online(observation, training=False)
-        assert q_values.dtype == "float32" and agent.online.layers[3].compute_dtype == "bfloat16"
-        np.testing.assert_array_equal(agent.actor.act_with_epsilon(observation, 0.0).numpy(),
-                                      np.argmax(q_values.numpy(), axis=-1))
-        batch = (observation, rng.integers(0, 4, 6).astype(np.int32), np.ones(6, np.float32),
-                 np.ones(6, np.float32), observation)
-        before = [w.numpy().copy() for w in agent.online.trainable_weights]
-        assert np.isfinite(agent.learner.update(*batch)["td_loss"].numpy())
-        assert all(w.dtype == "float32" for w in agent.online.trainable_weights)
-        assert any(not np.array_equal(b, w.numpy()) for b, w in zip(before, agent.online.trainable_weights))
-    finally:
-        keras.mixed_precision.set_global_policy("float32")
+    rng = np.random.default_rng(0)
+    observation = rng.integers(0, 256, (6, 4, 84, 84), dtype=np.uint8)
+    q_values = agent.online(observation, training=False)
+    assert q_values.dtype == "float32" and agent.online.layers[3].compute_dtype == "bfloat16"
+    np.testing.assert_array_equal(agent.actor.act_with_epsilon(observation, 0.0).numpy(),
+                                  np.argmax(q_values.numpy(), axis=-1))
+    batch = (observation, rng.integers(0, 4, 6).astype(np.int32), np.ones(6, np.float32),
+             np.ones(6, np.float32), observation)
+    before = [w.numpy().copy() for w in agent.online.trainable_weights]
+    assert np.isfinite(agent.learner.update(*batch)["td_loss"].numpy())
+    assert all(w.dtype == "float32" for w in agent.online.trainable_weights)
+    assert any(not np.array_equal(b, w.numpy()) for b, w in zip(before, agent.online.trainable_weights))
 
 
 def test_the_precision_policy_is_set_for_every_agent():
-    """The Keras policy is process-global: a float32 agent built after a bfloat16 one computes in float32."""
+    """Each layer takes the config's policy, not Keras's global one: a float32 agent built after a bfloat16
+    one computes in float32."""
     _atari_agent(mixed_precision=True)
     agent = _atari_agent()
     assert agent.online.layers[3].compute_dtype == "float32"

@@ -43,10 +43,10 @@ def test_replay_rebuilds_exactly_the_stacks_breakout_produced():
     assert len(valid) == len(replay) > 250
     batch = replay.gather(valid)
     for i, slot in enumerate(valid):
-        observation, action, reward, discount, next_observation = written[int(slot)]
+        observation, action, reward, bootstrap, next_observation = written[int(slot)]
         np.testing.assert_array_equal(batch.observation[i], observation)
         np.testing.assert_array_equal(batch.next_observation[i], next_observation)
-        assert (batch.action[i], batch.reward[i], batch.discount[i]) == (action, reward, discount)
+        assert (batch.action[i], batch.reward[i], batch.bootstrap[i]) == (action, reward, bootstrap)
 
 
 @pytest.mark.slow

@@ -235,7 +235,8 @@ def test_frame_cap_truncates_and_the_next_reset_is_real(evaluation):
     config = dataclasses.replace(BREAKOUT, max_episode_frames=500)
     env, _ = make_env(config, seed=0, evaluation=evaluation)
     rng = np.random.default_rng(1)
-    env.reset()
+    # The no-op start, which the cap counts after: the reset's frames less those of its FIRE step.
+    start = env.reset()[1]["episode_frame_number"] - config.frame_skip
     for _ in range(200):
         frame, reward, terminated, truncated, info = env.step(int(rng.integers(2, 4)))  # RIGHT or LEFT
         if truncated:
@@ -245,7 +246,7 @@ def test_frame_cap_truncates_and_the_next_reset_is_real(evaluation):
             env.reset()
     assert truncated and not terminated
     assert info["game_over"] and "episode" in info and info["lives"] > 0
-    assert info["episode_frame_number"] == 500
+    assert info["episode_frame_number"] == start + 500
     frame, info = env.reset()
     assert info["lives"] == 5 and info["episode_frame_number"] < 100
     env.close()
@@ -281,9 +282,9 @@ def test_same_seed_same_run_different_seed_different_run():
 def test_describe_protocol():
     _, spec = make_env(BREAKOUT, seed=0)
     assert describe_protocol(BREAKOUT, spec, 0.05) == (
-        "protocol: ALE/Breakout-v5, epsilon 0.05, no-op start of 1-30 emulator frames, sticky actions p=0.25, "
+        "protocol: ALE/Breakout-v5, epsilon 0.05, no-op start of 0-30 emulator frames, sticky actions p=0.25, "
         "frame skip 4 (max-pooled), 84x84 grayscale, stack 4, FIRE after each new game, a lost life ends the "
-        "episode (the game goes on: NOOP then FIRE), games capped at 108000 emulator frames")
+        "episode (the game goes on: NOOP then FIRE), games capped at 108000 emulator frames after the no-op start")
     plain = dataclasses.replace(BREAKOUT, noop_max=0, fire_on_reset=False, terminal_on_life_loss=False)
     assert describe_protocol(plain, spec, 0.0) == (
         "protocol: ALE/Breakout-v5, epsilon 0, no no-op start, sticky actions p=0.25, frame skip 4 (max-pooled), "
@@ -314,16 +315,16 @@ def test_render_without_its_package_is_a_one_line_user_error():
         env.close()
 
 
-def test_noop_start_counts_emulator_frames_one_to_noop_max():
-    """The no-op start is 1..noop_max NOOP EMULATOR FRAMES (not agent steps of frame_skip frames), as
-    describe_protocol says: ALE's frame count right after a reset without FIRE takes every value 1..3."""
+def test_noop_start_counts_emulator_frames_zero_to_noop_max():
+    """The no-op start is 0..noop_max NOOP EMULATOR FRAMES (not agent steps of frame_skip frames), as
+    describe_protocol says: ALE's frame count right after a reset without FIRE takes every value 0..3."""
     config = dataclasses.replace(BREAKOUT, noop_max=3, fire_on_reset=False, repeat_action_probability=0.0)
     counts = set()
     for seed in range(30):
         env, _ = make_env(config, seed=seed)
         counts.add(env.reset()[1]["episode_frame_number"])
         env.close()
-    assert counts == {1, 2, 3}
+    assert counts == {0, 1, 2, 3}
 
 
 def test_a_game_capped_during_the_continuing_noop_is_reported():

@@ -101,3 +101,33 @@ def test_a_video_of_an_env_that_cannot_render_here_is_a_one_line_error(cartpole_
         assert result.returncode == 0, result.stderr
         report = json.loads(result.stdout.strip().splitlines()[-1])
         assert report["video"] == str(video) and report["video_frames"] > 0 and video.is_file()
+
+
+@pytest.mark.slow
+def test_evaluate_acts_without_a_learner_and_plays_what_the_runs_agent_plays(cartpole_run, capsys, monkeypatch):
+    """Only the online network and an actor are built (no optimizer, target or update graph), and the
+    returns are those of the whole agent `make_agent` builds, restored from the same checkpoint."""
+    from tfdqn import config as config_lib
+    from tfdqn.agent.agent import make_agent
+    from tfdqn.agent.learner import Learner
+    from tfdqn.envs.make import make_env
+    from tfdqn.evaluate import main
+    from tfdqn.run.checkpoint import restore_online
+    from tfdqn.run.evaluation import run_episodes
+
+    run_dir, _ = cartpole_run
+    config = config_lib.build_config([run_dir / "config.yaml"], {"run.seed": 7})
+    env, spec = make_env(config.env, seed=7, evaluation=True)
+    agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
+    restore_online(run_dir / "checkpoints", agent.online)
+    expected = run_episodes(env, spec, agent.actor, 3, 0.0, seed=7)
+    env.close()
+
+    def no_learner(*args, **kwargs):
+        raise AssertionError("tfdqn.evaluate built a Learner")
+
+    monkeypatch.setattr(Learner, "__init__", no_learner)
+    capsys.readouterr()
+    assert main([str(run_dir), "--episodes", "3", "--seed", "7", "--epsilon", "0"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["returns"] == expected

@@ -46,18 +46,18 @@ def _main(args: argparse.Namespace) -> int:
     epsilon = config.exploration.eval_epsilon if args.epsilon is None else args.epsilon
 
     start_tensorflow()
-    from tfdqn.agent.agent import make_agent
+    from tfdqn.agent.agent import make_policy_actor
     from tfdqn.policy import restore_weights
     from tfdqn.envs.make import describe_protocol, make_env
     from tfdqn.run.evaluation import run_episodes
     from tfdqn.video import VideoRecorder, video_fps
 
     env, spec = make_env(config.env, seed=args.seed, evaluation=True, render=bool(args.video))
-    agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
-    env_steps = restore_weights(source, agent.online)
+    network, actor = make_policy_actor(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
+    env_steps = restore_weights(source, network)
     recorder = VideoRecorder(pathlib.Path(args.video), video_fps(env, config.env)) if args.video else None
     with contextlib.closing(env), recorder or contextlib.nullcontext():  # an error leaves no partial video
-        returns = run_episodes(env, spec, agent.actor, args.episodes, epsilon, seed=args.seed,
+        returns = run_episodes(env, spec, actor, args.episodes, epsilon, seed=args.seed,
                                on_step=recorder.on_step if recorder else None)
     import numpy as np
 

@@ -53,14 +53,9 @@ def env_spec(config: config_lib.DQNConfig) -> EnvSpec:
 
 
 def build_network(config: config_lib.DQNConfig, spec: EnvSpec) -> keras.Model:
-    """The config's Q-network computing in float32, whatever the global Keras dtype policy is."""
-    previous = keras.mixed_precision.global_policy()
-    keras.mixed_precision.set_global_policy("float32")
-    try:
-        return make_network(config.network.kind, spec.observation_shape, spec.frame_dtype, spec.num_actions,
-                            config.network.hidden_sizes)
-    finally:
-        keras.mixed_precision.set_global_policy(previous)
+    """The config's Q-network computing in float32, whatever precision the run trained in."""
+    return make_network(config.network.kind, spec.observation_shape, spec.frame_dtype, spec.num_actions,
+                        config.network.hidden_sizes, dtype_policy="float32")
 
 
 def restore_weights(source: Source, network: keras.Model) -> int:

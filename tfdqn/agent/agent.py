@@ -1,4 +1,8 @@
-"""Builds the networks, actor and learner from one config, identically for training, evaluation and tools."""
+"""Builds the networks, actor and learner from one config, identically for training, evaluation and tools.
+
+Nothing here touches process-global state: each layer gets its dtype policy and its initializer seeds
+from the config (`make_network`), so an agent built inside a user's program (a notebook, a Ray Tune
+trial) leaves Keras's global policy and Python's, NumPy's and TensorFlow's global seeds as they were."""
 
 from typing import NamedTuple
 
@@ -11,6 +15,41 @@ from tfdqn.config import ComputeConfig, DQNConfig, ExplorationConfig
 from tfdqn.agent.learner import Learner
 from tfdqn.agent.networks import make_network
 
+CPU = "/CPU:0"
+
+
+class ActingCopy:
+    """A CPU copy of the online network for `compute.act_device: cpu`, so acting never reads the
+    learner's (GPU) variables from a CPU graph.
+
+    `sync()` copies online into the copy in one graph call, only when the learner made updates since
+    the last copy (decided in the graph, so calling it every loop round costs a graph call and no copy
+    when nothing changed); `sync(force=True)` copies whatever the counter says (after weights were
+    written into online by other means than an update)."""
+
+    def __init__(self, online: keras.Model, network: keras.Model, updates: tf.Variable):
+        self.online, self.network = online, network
+        self._updates = updates
+        with tf.device(CPU):
+            self._copied_at = tf.Variable(-1, dtype=tf.int64, trainable=False, name="acting_copy_updates")
+        self._sync = tf.function(self._copy_if_updated, input_signature=[], autograph=False)
+        self.sync()
+
+    def _copy(self) -> tf.Tensor:
+        for copy, source in zip(self.network.variables, self.online.variables):
+            copy.assign(source)
+        self._copied_at.assign(self._updates)
+        return tf.constant(True)
+
+    def _copy_if_updated(self) -> tf.Tensor:
+        return tf.cond(tf.not_equal(self._copied_at, self._updates), self._copy, lambda: tf.constant(False))
+
+    def sync(self, force: bool = False) -> bool:
+        """Copy online into the acting network if it changed; returns whether it copied."""
+        if force:
+            self._copied_at.assign(-1)
+        return bool(self._sync())
+
 
 class Agent(NamedTuple):
     online: keras.Model
@@ -18,6 +57,7 @@ class Agent(NamedTuple):
     actor: Actor
     learner: Learner
     counters: Counters
+    acting_copy: ActingCopy | None = None  # act_device cpu: the network the actor reads
 
     def checkpointables(self) -> dict:
         """Every TensorFlow object a checkpoint holds, listed once (names kept stable across versions)."""
@@ -25,46 +65,76 @@ class Agent(NamedTuple):
                 "updates": self.counters.updates, "env_steps": self.counters.env_steps,
                 "actor_rng": self.actor.generator}
 
+    def sync_acting_copy(self, force: bool = False) -> bool:
+        """With act_device cpu: bring the actor's CPU copy up to the online network (`ActingCopy.sync`);
+        with act_device auto the actor reads online itself, and this does nothing. Returns whether it copied."""
+        return self.acting_copy.sync(force) if self.acting_copy is not None else False
+
 
 def act_uses_xla(compute: ComputeConfig, act_on_cpu: bool) -> bool:
     """`compute.act_jit_compile`, except for bfloat16 on a CPU: XLA's CPU backend has no fast bfloat16
-    convolution, and a batch-1 act took 8 ms with it against 0.9 ms without (oneDNN's bfloat16 kernels)."""
+    convolution, where oneDNN's bfloat16 kernels run without it (docs/performance.md has the timings)."""
     return compute.act_jit_compile and not (compute.mixed_precision and act_on_cpu)
 
 
-def _network_builder(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int):
-    """Sets the process-global precision policy (bfloat16 keeps float32's exponent range, so the update
-    needs no loss scaling on CPU or GPU) and returns a maker of the config's network."""
-    keras.mixed_precision.set_global_policy("mixed_bfloat16" if config.compute.mixed_precision else "float32")
-    return lambda: make_network(config.network.kind, observation_shape, observation_dtype, num_actions,
-                                config.network.hidden_sizes)
+def build_network(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int,
+                  seed: int, on_cpu: bool = False) -> keras.Model:
+    """The config's network, in bfloat16 under `compute.mixed_precision` (bfloat16 keeps float32's
+    exponent range, so the update needs no loss scaling), its initial weights drawn from `seed`; with
+    `on_cpu` its variables live on the CPU."""
+    policy = "mixed_bfloat16" if config.compute.mixed_precision else "float32"
+    with tf.device(CPU if on_cpu else None):
+        return make_network(config.network.kind, observation_shape, observation_dtype, num_actions,
+                            config.network.hidden_sizes, dtype_policy=policy, seed=seed)
+
+
+def _acts_on_cpu(compute: ComputeConfig) -> bool:
+    return compute.act_device == "cpu" or not tf.config.list_physical_devices("GPU")
+
+
+def _actor(config: DQNConfig, exploration: ExplorationConfig, network: keras.Model, observation_shape: tuple,
+           observation_dtype, num_actions: int, seed: int, on_cpu: bool, env_steps=None) -> Actor:
+    return Actor(network, num_actions, exploration, observation_shape, observation_dtype, seed=seed,
+                 jit_compile=act_uses_xla(config.compute, on_cpu or _acts_on_cpu(config.compute)),
+                 device=CPU if on_cpu else None, env_steps=env_steps)
 
 
 def make_acting_copy(config: DQNConfig, exploration: ExplorationConfig, observation_shape: tuple,
                      observation_dtype, num_actions: int, seed: int) -> tuple[keras.Model, Actor]:
     """A CPU copy of the network and its own in-graph act, for an actor process: the weights come from
     the learner (`set_weights`); the env step counter is the actor's own, set from the learner's."""
-    keras.utils.set_random_seed(seed)
-    network = _network_builder(config, observation_shape, observation_dtype, num_actions)()
-    actor = Actor(network, num_actions, exploration, observation_shape, observation_dtype, seed=seed,
-                  jit_compile=act_uses_xla(config.compute, act_on_cpu=True), device="/CPU:0")
-    return network, actor
+    network = build_network(config, observation_shape, observation_dtype, num_actions, seed, on_cpu=True)
+    return network, _actor(config, exploration, network, observation_shape, observation_dtype, num_actions, seed,
+                           on_cpu=True)
+
+
+def make_policy_actor(config: DQNConfig, observation_shape: tuple, observation_dtype,
+                      num_actions: int) -> tuple[keras.Model, Actor]:
+    """The online network and the actor that `make_agent` would build, without target, optimizer or update
+    graphs: all that acting from restored weights needs (tfdqn.evaluate). It acts where the run's actor
+    did, so it picks the same actions."""
+    on_cpu = config.compute.act_device == "cpu"
+    network = build_network(config, observation_shape, observation_dtype, num_actions, config.run.seed, on_cpu)
+    return network, _actor(config, config.exploration, network, observation_shape, observation_dtype, num_actions,
+                           config.run.seed, on_cpu)
 
 
 def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int) -> Agent:
-    """Same seed, same initial weights: Keras initializers draw from the seed set here."""
-    keras.utils.set_random_seed(config.run.seed)
-    build = _network_builder(config, observation_shape, observation_dtype, num_actions)
-    online, target = build(), build()
-    compute = config.compute
-    act_on_cpu = compute.act_device == "cpu" or not tf.config.list_physical_devices("GPU")
+    """Same seed, same initial weights. With `compute.act_device: cpu` the actor acts with its own CPU
+    copy of online (`Agent.sync_acting_copy` keeps it current); with auto it reads online itself."""
+    seed = config.run.seed
+    online, target = (build_network(config, observation_shape, observation_dtype, num_actions, seed)
+                      for _ in range(2))
     counters = Counters()
-    actor = Actor(online, num_actions, config.exploration, observation_shape, observation_dtype,
-                  seed=config.run.seed, jit_compile=act_uses_xla(compute, act_on_cpu),
-                  device="/CPU:0" if compute.act_device == "cpu" else None, env_steps=counters.env_steps)
+    acting_copy = None
+    if config.compute.act_device == "cpu":
+        acting_copy = ActingCopy(online, build_network(config, observation_shape, observation_dtype, num_actions,
+                                                       seed, on_cpu=True), counters.updates)
+    actor = _actor(config, config.exploration, acting_copy.network if acting_copy else online, observation_shape,
+                   observation_dtype, num_actions, seed, on_cpu=acting_copy is not None, env_steps=counters.env_steps)
     learner = Learner(online, target, config.learner, observation_shape, observation_dtype,
-                      counters=counters, jit_compile=compute.update_jit_compile)
-    # Trace the update now, without running it (the actor traced act already): tracing takes about
-    # a second, and charged to the first update it would distort the phase timings of short runs.
+                      counters=counters, jit_compile=config.compute.update_jit_compile)
+    # Trace the update now, without running it (the actor traced act already): charged to the first
+    # update, tracing would distort the phase timings of short runs.
     learner.update_many.trace()
-    return Agent(online, target, actor, learner, counters)
+    return Agent(online, target, actor, learner, counters, acting_copy)

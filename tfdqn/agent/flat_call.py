@@ -1,9 +1,8 @@
 """Calling a `tf.function` with a fixed input signature through its one concrete function, flat.
 
 `tf.function.__call__` and `ConcreteFunction.__call__` bind their arguments against the traced Python
-signature on every call. That binding cost a sixth to a third of a batch-1 act (0.55 instead of 0.66 to
-0.77 ms per call) and about 0.3 ms of a 21.5 ms update fed NumPy arrays, side by side on 2 CPU cores.
-The act and both update graphs are called through `FlatCall` instead.
+signature on every call, a cost that shows in a batch-1 act (docs/performance.md has the figures). The
+act and both update graphs are called through `FlatCall` instead.
 
 Skipping the binding takes TensorFlow's private `ConcreteFunction._call_flat`, so it is fenced
 (`private_api`): on a TensorFlow outside `TF_VERIFIED`, or without that method in its verified shape,

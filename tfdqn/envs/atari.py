@@ -2,10 +2,10 @@
 
 What the env does, in emulator frames (ALE's own counter, `info["episode_frame_number"]`):
 
-- a new game: ALE's reset, then the no-op start: `AtariPreprocessing` draws 1..noop_max (uniform, from
-  the env's seeded `np_random`) and presses NOOP for that many EMULATOR FRAMES, not agent steps
-  (gymnasium steps the ALE env with frameskip=1); `noop_max=0`: none. These frames are no agent steps:
-  they are not in the episode length `l`, but they count towards the frame cap.
+- a new game: ALE's reset, then the no-op start (`NoopStart`): 0..noop_max (uniform, from the env's
+  seeded `np_random`) NOOP EMULATOR FRAMES, not agent steps (gymnasium steps the ALE env with
+  frameskip=1); `noop_max=0`: none. These frames are no agent steps: they are not in the episode length
+  `l`, nor in the frame cap. ale-py's vector env (`atari_vector`) plays the same protocol.
 - every agent step: the action repeated for `frame_skip` frames (sticky with `repeat_action_probability`
   per frame), the frame max-pooled over the last two, grayscale, resized to `screen_size` (INTER_AREA).
 - FIRE (`fire_on_reset`, games with FIRE): one agent step of FIRE after every reset, as the wrappers' own
@@ -15,7 +15,9 @@ What the env does, in emulator frames (ALE's own counter, `info["episode_frame_n
   envs are built alike: the agent is evaluated on the game it trained on, and whole-game returns come from
   `info["episode"]`. Without `terminal_on_life_loss` the agent presses FIRE itself after a lost life
   (ALE v5's protocol; a stalled game runs into the frame cap).
-- the frame cap (`max_episode_frames`) truncates the game at that emulator frame, no-op start included.
+- the frame cap (`max_episode_frames`) truncates the game that many emulator frames after the no-op
+  start, as Dopamine's runner counts its cap from the first agent step after its no-ops (Machado et al.
+  2018 play no no-ops, so there the cap counts from the reset alike).
 """
 
 from __future__ import annotations
@@ -26,6 +28,34 @@ import numpy as np
 from tfdqn.config import EnvConfig
 from tfdqn.envs.spec import EnvSpec
 from tfdqn.envs.wrappers import GameOverInfo, SeedOnFirstReset
+
+NOOP = 0
+
+
+class NoopStart(gymnasium.Wrapper):
+    """The no-op start and the frame cap on ALE's one-frame steps (inside AtariPreprocessing), as ale-py's
+    vector env plays them: 0..noop_max NOOP frames after every reset, and `truncated` once the game has
+    run `max_frames` emulator frames after them (ALE's `info["episode_frame_number"]` counts both)."""
+
+    def __init__(self, env: gymnasium.Env, noop_max: int, max_frames: int):
+        super().__init__(env)
+        self._noop_max, self._max_frames = noop_max, max_frames
+        self._start_frame = 0
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        noops = int(self.env.unwrapped.np_random.integers(0, self._noop_max + 1)) if self._noop_max else 0
+        for _ in range(noops):
+            observation, _, terminated, truncated, info = self.env.step(NOOP)
+            if terminated or truncated:  # no game ends within 30 frames; a new one would start here
+                observation, info = self.env.reset(options=options)
+        self._start_frame = info["episode_frame_number"]
+        return observation, info
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        capped = info["episode_frame_number"] - self._start_frame >= self._max_frames
+        return observation, reward, terminated, bool(truncated or capped), info
 
 
 class LifeLossTerminal(gymnasium.Wrapper):
@@ -49,7 +79,7 @@ class LifeLossTerminal(gymnasium.Wrapper):
     def reset(self, *, seed=None, options=None):
         if self._continue_game and seed is None:
             self._continue_game = False
-            observation, _, terminated, truncated, info = self.env.step(0)  # NOOP
+            observation, _, terminated, truncated, info = self.env.step(NOOP)
             if not (terminated or truncated):
                 return observation, info
             # The NOOP ended the game (frame cap): pass its whole-game statistics on, then start anew.
@@ -89,9 +119,10 @@ def _restart(env: gymnasium.Env, ended_info: dict, options) -> tuple:
 
 
 def atari_make_kwargs(config: EnvConfig) -> dict:
-    """gymnasium.make's ALE settings: one emulator frame per env step (AtariPreprocessing skips frames)."""
+    """gymnasium.make's ALE settings: one emulator frame per env step (AtariPreprocessing skips frames), and
+    no frame cap of ALE's own, which would count the no-op start (`NoopStart` caps the game)."""
     return dict(frameskip=1, repeat_action_probability=config.repeat_action_probability, full_action_space=False,
-                max_num_frames_per_episode=config.max_episode_frames)
+                max_num_frames_per_episode=0)  # ALE: 0 is no cap (the v5 ids register 108000)
 
 
 def uses_fire(config: EnvConfig, action_meanings) -> bool:
@@ -103,7 +134,7 @@ def wrap_atari(env: gymnasium.Env, config: EnvConfig, env_id: str, seed: int) ->
     """The ALE env `env` (made with `atari_make_kwargs`) wrapped as the module docstring says, and its spec."""
     meanings = tuple(env.unwrapped.get_action_meanings())
     env = gymnasium.wrappers.AtariPreprocessing(
-        env, noop_max=config.noop_max, frame_skip=config.frame_skip, screen_size=config.screen_size,
+        NoopStart(env, config.noop_max, config.max_episode_frames), noop_max=0, frame_skip=config.frame_skip, screen_size=config.screen_size,
         terminal_on_life_loss=False, grayscale_obs=True, scale_obs=False)
     env = gymnasium.wrappers.RecordEpisodeStatistics(env)
     env = GameOverInfo(env)
@@ -121,10 +152,9 @@ def wrap_atari(env: gymnasium.Env, config: EnvConfig, env_id: str, seed: int) ->
 
 
 def describe_atari(config: EnvConfig, spec: EnvSpec) -> list[str]:
-    """The Atari parts of `describe_protocol`'s line, for the one-env pipeline `make_env` builds."""
+    """The Atari parts of `describe_protocol`'s line: what `make_env`'s env and `AtariVector` both play."""
     n = config.noop_max
-    parts = [f"no-op start of 1-{n} emulator frames" if n > 1 else
-             "no-op start of 1 emulator frame" if n == 1 else "no no-op start"]
+    parts = [f"no-op start of 0-{n} emulator frames" if n else "no no-op start"]
     p = config.repeat_action_probability
     parts.append(f"sticky actions p={p:g}" if p else "no sticky actions")
     parts.append(f"frame skip {config.frame_skip} (max-pooled)" if config.frame_skip > 1 else "no frame skip")
@@ -135,5 +165,6 @@ def describe_atari(config: EnvConfig, spec: EnvSpec) -> list[str]:
         parts.append("FIRE after each new game")
     if config.terminal_on_life_loss:
         parts.append("a lost life ends the episode (the game goes on: NOOP" + (" then FIRE)" if fire else ")"))
-    parts.append(f"games capped at {config.max_episode_frames} emulator frames")
+    parts.append(f"games capped at {config.max_episode_frames} emulator frames"
+                 + (" after the no-op start" if n else ""))
     return parts

@@ -33,12 +33,11 @@ class AtariVector:
     are no agent decisions (their rewards count in the game's return, their steps in its length, not in
     `VectorStep.reward`). A game that ends (or hits the frame cap) is reset by ALE in the same step.
 
-    With `noop_max=0` and no sticky actions this plays frame for frame what the one-env pipeline plays
-    (tests/test_envs_agreement.py). Where it differs, by ale-py's C++ env:
-    - the no-op start: 0..noop_max NOOP emulator frames (ale-py draws 0..n-1; it is given n = noop_max + 1),
-      against 1..noop_max in `make_env`'s env, from a different random stream;
-    - the frame cap counts the emulator frames after the no-op start, not from ALE's reset;
-    - ALE's own seed is the env's seed itself (gymnasium's ALE env derives one from it).
+    It plays `make_env`'s protocol (tests/test_envs_agreement.py, tests/test_envs_protocol.py): a no-op
+    start of 0..noop_max NOOP emulator frames (ale-py draws 0..n-1; it is given n = noop_max + 1) and the
+    frame cap counted after it. What differs, by ale-py's C++ env: the no-op counts come from another
+    random stream, and ALE's own seed is the env's seed itself (gymnasium's ALE env derives one from it).
+    With `noop_max=0` and no sticky actions both play frame for frame the same game.
 
     Env i is seeded `env_seed(seed, i)`, not ale-py's `seed + i` (which an int seed would give).
     `num_threads`: at most this many emulators step at once (0: all of them, each in its own C++ thread;
@@ -65,8 +64,15 @@ class AtariVector:
         self._lengths = np.zeros(num_envs, np.int64)
         self._lives = np.zeros(num_envs, np.int64)
         self._frame_numbers = np.zeros(num_envs, np.int64)
+        self._total_frames = np.zeros(num_envs, np.int64)
         self._frames = None  # [N, H, W]: each env's latest frame
         self._games = []
+
+    @property
+    def frame_numbers(self) -> np.ndarray:
+        """[N]: ALE's emulator frame count of each env since it was made (`info["frame_number"]`); less
+        `episode_frame_numbers` after a game ended, it is the ended game's frame count."""
+        return self._total_frames.copy()
 
     @property
     def episode_frame_numbers(self) -> np.ndarray:
@@ -83,6 +89,7 @@ class AtariVector:
             observation, info = env.reset(seed=np.array([env_seed]))
             frames.append(observation[0, 0])
             self._lives[i], self._frame_numbers[i] = info["lives"][0], info["episode_frame_number"][0]
+            self._total_frames[i] = info["frame_number"][0]
         self._frames = np.stack(frames)
         self._returns[:], self._lengths[:] = 0.0, 0
         if self._fire is not None:
@@ -134,6 +141,7 @@ class AtariVector:
         # A lost life without a new game lowers the lives while the frames go on.
         new_game = truncated or (terminated and (lives >= self._lives[i] or frame_number < self._frame_numbers[i]))
         self._lives[i], self._frame_numbers[i] = lives, frame_number
+        self._total_frames[i] = info["frame_number"][0]
         self._returns[i] += reward
         self._lengths[i] += 1
         if new_game:

@@ -66,9 +66,9 @@ def make_env(config: EnvConfig, seed: int, evaluation: bool = False,
     `render=True` makes `env.render()` return the current RGB screen (for videos; Atari: the raw 210x160
     screen, not the preprocessed frame).
 
-    Atari: sticky actions and a frame cap in ALE, AtariPreprocessing (a no-op start of 1..noop_max
-    emulator frames, frame skip with max over the last two frames, square grayscale uint8 frames),
-    whole-game episode statistics, a life-loss terminal and FIRE after each reset (`tfdqn.envs.atari`).
+    Atari: sticky actions in ALE, a no-op start of 0..noop_max emulator frames and the frame cap counted
+    after it (`atari.NoopStart`, as ale-py's vector env plays them), AtariPreprocessing (frame skip with
+    max over the last two frames, square grayscale uint8 frames), whole-game episode statistics, a life-loss terminal and FIRE after each reset (`tfdqn.envs.atari`).
     The sticky-action probability and frame skip are `config`'s: `config.resolve_config` sets them from
     what the id implies (`names.implied_settings`) unless the user set them; an id that skips a random
     number of frames is refused, since the wrapper's fixed skip would replace its protocol.

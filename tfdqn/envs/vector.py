@@ -3,7 +3,7 @@
 - one env: the `make_env` env itself (its wrappers, pickling and exact resume are kept);
 - N Atari envs: `AtariVector` (tfdqn.envs.atari_vector), ale-py's C++ emulators with the Nature
   preprocessing, playing what the one-env pipeline plays (FIRE after each new game, NOOP then FIRE after
-  a lost life that is terminal for learning); its no-op start and frame cap differ slightly (its docstring);
+  a lost life that is terminal for learning), with the same no-op start and frame cap;
 - N other envs: a gymnasium `SyncVectorEnv` of `make_env` envs.
 
 Env i of a run seeded `seed` is seeded `env_seed(seed, i)` (tfdqn.envs.seeds): env 0 keeps `seed`.
