@@ -23,7 +23,11 @@ def test_the_bench_times_a_real_run_and_writes_every_evaluation(tmp_path):
     solved = [mean >= 475 for _, mean in run["evaluations"]]
     assert run["solved"] == any(solved)  # 1,000 steps rarely solve; the rule holds either way
     assert 0 < run["startup_seconds"] < run["total_wall_seconds"] and run["final_eval_return"] >= 8
+    best = max(run["evaluations"], key=lambda e: (e[1], -e[0]))
+    assert run["final_network"]["env_steps"] == best[0]  # the best-evaluated network is what the run reports
     assert report["summary"]["tfdqn"]["runs"] == 1 and "| tfdqn | " in result.stdout
+    assert report["summary"]["tfdqn"]["final_eval_solved"] == int(run["final_eval_return"] >= 475)
+    assert f"| 3 | {run['solve_env_steps'] or 'never'}" in result.stdout.replace(",", "")
 
 
 def test_bad_input_is_one_line():

@@ -55,6 +55,7 @@ def test_set_values_are_typed_by_their_field():
     ({"actors.count": 0}, "actors.count = 0"),
     ({"actors.exploration": "greedy"}, "actors.exploration = 'greedy'"),
     ({"env.step_delay_ms": -1}, "env.step_delay_ms = -1"),
+    ({"compute.act_device": "cpu", "run.async_learner": True}, "compute.act_device = 'cpu' with run.async_learner"),
 ])
 def test_bad_values_give_one_line_naming_value_and_allowed(overrides, needle):
     with pytest.raises(UserError) as error:

@@ -71,13 +71,64 @@ def test_games_played_side_by_side_are_the_games_each_env_plays_alone():
     assert sorted(together) == sorted(alone) and len(together) == 4
 
 
+def _stop_after(calls: int):
+    """A should_stop that answers True from its `calls`-th question on (one question per vector step)."""
+    asked = []
+
+    def should_stop() -> bool:
+        asked.append(1)
+        return len(asked) > calls
+
+    return should_stop
+
+
+def test_an_evaluation_cut_after_its_first_game_is_discarded_and_keeps_nothing(tmp_path):
+    """Random CartPole games end at different steps: the uncut evaluation tells when its shortest game
+    ended (its return is its length), so a stop one step later cuts it after at least one whole game.
+    The hook then writes no charts/eval_return and leaves best.json as it was."""
+    from tfdqn.run.checkpoint import BestCheckpoint
+    from tfdqn.run.hooks import EvaluationHook
+    from tfdqn.telemetry.tensorboard import Logger, read_scalars
+
+    config, spec, agent = _agent(eval_epsilon=1.0)
+    whole = Evaluator(config.env, spec, agent.actor, seed=0, epsilon=1.0, should_stop=lambda: False)
+    returns = whole.evaluate(4, env_steps=1000)
+    whole.close()
+    assert len(returns) == 4 and min(returns) < max(returns)
+    best = BestCheckpoint(tmp_path / "checkpoints", agent.online)
+    best.offer(500, [3.0])
+    before = (tmp_path / "checkpoints" / "best.json").read_bytes()
+    cut = Evaluator(config.env, spec, agent.actor, seed=0, epsilon=1.0, should_stop=_stop_after(int(min(returns)) + 1))
+    logger = Logger(tmp_path / "run")
+    EvaluationHook(1000, cut, 4, logger, best)(1000)
+    logger.close()
+    cut.close()
+    assert read_scalars(tmp_path / "run", "charts/eval_return") == []
+    assert (tmp_path / "checkpoints" / "best.json").read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == sorted(
+        ["best.json", *(p.name for p in (tmp_path / "checkpoints").glob("best-500.*"))])
+
+
 def test_every_env_of_a_vector_evaluation_plays_its_share():
-    """7 episodes on 3 envs: 2, 2 and 3 games, however short some envs' games are."""
+    """7 games on 3 envs: env i counts its first (7 + i) // 3 games (2, 2, 3), however short the other
+    envs' games are; the returns are exactly those games', in the order they ended."""
     from tfdqn.envs.vector import make_vector_env
     from tfdqn.run.evaluation import run_vector_episodes
 
     config, spec, agent = _agent()
     vector, _ = make_vector_env(config.env, 3, seed=0)
+    ended = []  # (env, return) of every game any env finished, in order
+    step = vector.step
+
+    def recording_step(actions):
+        result = step(actions)
+        ended.extend((i, game_return) for i, game_return, _ in result.games)
+        return result
+
+    vector.step = recording_step
     returns = run_vector_episodes(vector, spec, agent.actor, 7, epsilon=1.0, seed=5)
     vector.close()
-    assert len(returns) == 7 and all(r >= 1 for r in returns)
+    share = [(7 + i) // 3 for i in range(3)]
+    counted = [(i, r) for n, (i, r) in enumerate(ended) if [e for e, _ in ended[:n]].count(i) < share[i]]
+    assert returns == [r for _, r in counted]
+    assert [[e for e, _ in counted].count(i) for i in range(3)] == share == [2, 2, 3]

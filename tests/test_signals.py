@@ -104,3 +104,26 @@ def test_ctrl_c_during_start_up_ends_the_command_in_one_line_with_130(tmp_path):
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=60)
     assert (child.returncode, err) == (130, "python -m tfdqn.train: interrupted by SIGINT\n")
+
+
+def test_a_run_started_off_the_main_thread_trains_and_leaves_the_signal_handlers_alone(tmp_path):
+    """A notebook's worker thread or a Ray Tune trainable: no signal handler can be installed there (Python
+    raises ValueError), so the run leaves the process's handlers alone; `request` stops as a signal would."""
+    import threading
+
+    from tfdqn import config as config_lib
+    from tfdqn.run import loop
+
+    config = config_lib.build_config([REPO / "tests" / "data" / "cartpole_5000.yaml"], {
+        "run.total_steps": 300, "run.learning_starts": 100, "run.final_eval_episodes": 1})
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    summaries = {}
+    thread = threading.Thread(target=lambda: summaries.update(done=loop.train(config, tmp_path / "a", quiet=True)))
+    thread.start()
+    thread.join(120)
+    assert summaries["done"]["env_steps"] == 300 and "stopped_by" not in summaries["done"]
+    assert {signum: signal.getsignal(signum) for signum in handlers} == handlers
+
+    stop = StopRequest()
+    stop.request(signal.SIGTERM)
+    assert stop.requested and stop.signal_name == "SIGTERM"

@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from tfdqn import config as config_lib
-from tfdqn.run.hooks import idle_tags, in_gib
+from tfdqn.run.hooks import in_gib
 from tfdqn.telemetry.layout import CHARTS, run_layout
 from tfdqn.telemetry.tensorboard import read_events
 
@@ -41,16 +41,23 @@ def test_the_layout_is_written_once_and_each_chart_finds_its_tags(cartpole_run):
         assert EXPECTED[title] <= {tag for tag in tags if re.match(regex, tag)}, title
 
 
-def test_idle_tags_follow_the_mode():
-    assert idle_tags(_config(total_steps=1500, learning_starts=500, checkpoint_every=1000), 0) == \
-        {"perf/share_wait", "perf/share_eval"}
-    assert idle_tags(_config(total_steps=1500, learning_starts=500, async_learner=True, eval_every=500,
-                             checkpoint_every=0), 0) == \
-        {"perf/share_replay_sample", "perf/share_update", "perf/share_checkpoint"}
-    # resumed at 1000: the checkpoint at 2000 is the last step's, after the last summary
-    assert "perf/share_checkpoint" in idle_tags(_config(total_steps=2000, checkpoint_every=1000), 1000)
-    assert {"perf/updates_per_sec", "perf/learner_busy_share"} <= idle_tags(
-        _config(total_steps=1000, learning_starts=2000, num_envs=1, update_every=1), 0)
+def test_a_run_writes_the_phases_it_charged_and_no_learner_figure_before_its_first_update(tmp_path):
+    """A run that never reaches learning_starts charges no update phase: it writes neither the update's
+    share, nor updates/s, nor the learner's busy share, nor a loss; a run with the async learner
+    charges no update to the loop thread; evaluation off, no eval share."""
+    from tfdqn.run.loop import train
+
+    train(_config(total_steps=600, learning_starts=2000, log_every=200, num_envs=1, update_every=1,
+                  final_eval_episodes=1), tmp_path / "idle", quiet=True)
+    train(_config(total_steps=1200, learning_starts=300, log_every=300, async_learner=True, final_eval_episodes=1),
+          tmp_path / "async", quiet=True)
+    idle = set(read_events(tmp_path / "idle").Tags()["tensors"])
+    assert {"perf/share_env_step", "perf/share_act", "perf/env_steps_per_sec"} <= idle
+    assert not idle & {"perf/share_update", "perf/share_replay_sample", "perf/updates_per_sec",
+                       "perf/learner_busy_share", "losses/td_loss", "perf/share_eval"}
+    busy = set(read_events(tmp_path / "async").Tags()["tensors"])
+    assert {"perf/updates_per_sec", "perf/learner_busy_share", "losses/td_loss"} <= busy
+    assert not busy & {"perf/share_update", "perf/share_replay_sample"}
 
 
 @pytest.mark.parametrize("system, gib", [({"system/cpu_util": 0.5}, {}),

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.conftest import TINY, run_module
-from tfdqn.telemetry import tensorboard_view
+from tools import tensorboard_view
 from tfdqn.telemetry.layout import CHARTS
 
 pytestmark = pytest.mark.slow

@@ -79,7 +79,7 @@ def test_any_box_discrete_env_trains_with_the_mlp(tmp_path, run_cmd):
     (["--env", "Pendulum-v1"], "allowed: a Discrete action space"),
     (["--set", "replay.capacity=true"], "replay.capacity = True"),
     (["--set", "replay.batch_size=0"], "replay.batch_size = 0"),
-    (["--env", "Breakout", "--set", "replay.capacity=10000000"], "of memory is available; allowed: replay.capacity <="),
+    (["--env", "Breakout", "--set", "replay.capacity=10000000"], "of host memory is available; allowed: replay.capacity <="),
     (["--logdir", "/dev/null/runs"], "--logdir '/dev/null/runs' is not writable"),
     (["--resume", "no/such/run"], "--resume 'no/such/run' is not a run folder"),
     (["--resume", "tests", "--seed", "1"], "--seed cannot be used with --resume"),

@@ -29,8 +29,8 @@ def _stderr_to_file():
 
 
 # Optional packages that TensorFlow's import pulls in only for features tfdqn never uses, when they happen
-# to be installed: tf.lite's JAX converter imports jax (about 1 s) and Keras' image-gallery plots import
-# matplotlib (about 0.6 s). Both guard the import with `except ImportError`.
+# to be installed: tf.lite's JAX converter imports jax and Keras' image-gallery plots import matplotlib
+# (their cost is in docs/cartpole.md, Start-up). Both guard the import with `except ImportError`.
 UNUSED_BY_TENSORFLOW_IMPORT = ("jax", "matplotlib")
 
 

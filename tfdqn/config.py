@@ -32,14 +32,15 @@ class EnvConfig:
     id: str = _field("CartPole", "environment: short name (CartPole, Breakout, any ALE game) or gymnasium id")
     frame_stack: int = _field(1, "frames per observation (Atari: 4, Mnih et al. 2015)")
     noop_max: int = _field(30, "Atari: no-op start, a random number of NOOP emulator frames (not agent steps) "
-                                  "before each new game: 1..noop_max with one env, 0..noop_max with num_envs > 1; "
-                                  "0: none (as OpenAI Baselines; Mnih et al. 2015 used up to 30 agent steps)")
+                               "before each new game, uniform in 0..noop_max, with one env and with vector envs "
+                               "alike (Dopamine's protocol); 0: none")
     frame_skip: int = _field(4, "Atari: emulator frames per agent step, max over the last two (Mnih et al. 2015)")
     screen_size: int = _field(84, "Atari: square grayscale frame side in pixels (Mnih et al. 2015)")
     terminal_on_life_loss: bool = _field(True, "Atari: a lost life ends the episode for learning only (Mnih et al. 2015)")
     fire_on_reset: bool = _field(True, "Atari: press FIRE to start each life in games that need it (OpenAI Baselines)")
     repeat_action_probability: float = _field(0.25, "Atari: sticky-action probability per emulator frame (Machado et al. 2018)")
-    max_episode_frames: int = _field(108_000, "Atari: emulator frames before an episode is truncated (30 min at 60 Hz)")
+    max_episode_frames: int = _field(108_000, "Atari: emulator frames a game may run after its no-op start before "
+                                              "it is truncated (108,000: 30 min at 60 Hz)")
     step_delay_ms: float = _field(0.0, "milliseconds each env step waits without using the CPU, as a simulator "
                                        "behind a socket would (tools/bench_actors.py); 0: none")
 
@@ -79,7 +80,7 @@ class LearnerConfig:
 @dataclasses.dataclass(frozen=True)
 class ComputeConfig:
     # Defaults chosen by tools/bench.py on a 2-core CPU machine; docs/performance.md has the figures.
-    act_jit_compile: bool = _field(True, "XLA-compile act: 0.52 ms instead of 0.77 ms per batch-1 call on CPU")
+    act_jit_compile: bool = _field(True, "XLA-compile act: faster per call on CPU (docs/performance.md)")
     update_jit_compile: bool = _field(False, "XLA-compile the update (not the replay-fed one of replay.device="
                                              "accelerator, which XLA cannot compile): off here because oneDNN runs "
                                              "the Nature CNN faster on CPU; on in the classic-control configs")
@@ -146,8 +147,8 @@ class DQNConfig:
 
     @property
     def num_streams(self) -> int:
-        """Envs whose transitions reach the replay (each writes its own ring): run.num_envs in this
-        process, or every actor's envs."""
+        """Envs whose transitions reach the replay (streams of one shared ring, each episode linked
+        within its stream): run.num_envs in this process, or every actor's envs."""
         if self.actors.kind == "inline":
             return self.run.num_envs
         return self.actors.count * self.actors.envs_per_actor
@@ -401,6 +402,10 @@ def _validate_combinations(c: DQNConfig) -> None:
     if c.compute.deterministic and c.actors.kind != "inline":  # chunks arrive in timing order
         raise UserError(f"config key compute.deterministic = True with actors.kind = {c.actors.kind!r} cannot repeat "
                         f"a run; allowed: one of the two (actors.kind = 'inline' repeats)")
+    if c.compute.act_device == "cpu" and c.run.async_learner:  # the copy would read weights mid-update
+        raise UserError("config key compute.act_device = 'cpu' with run.async_learner = True would copy weights "
+                        "while an update writes them; allowed: one of the two (act_device = 'auto' acts on the "
+                        "learner's weights)")
     if c.learner.n_step > 1 and (c.replay.device != "host" or c.learner.clip_rewards):
         raise UserError(f"config key learner.n_step = {c.learner.n_step} needs replay.device = 'host' and "
                         f"learner.clip_rewards = false (clipping applies to each reward, not their sum); "
@@ -409,9 +414,9 @@ def _validate_combinations(c: DQNConfig) -> None:
 
 
 def _validate_replay_size(c: DQNConfig) -> None:
-    """The replay must give every env's ring room for its stacks and look-ahead, and a batch beyond that."""
-    # Each env writes its own ring of capacity // streams slots, which must hold a whole stack, its
-    # n next frames and the newest (not yet sampleable) slot.
+    """The replay must give every env room for its stacks and look-ahead, and a batch beyond that."""
+    # Streams stepping together share the ring about equally, so each must find in capacity // streams
+    # slots a whole stack, its n next frames and the newest (not yet sampleable) slot.
     per_env, streams = c.env.frame_stack + c.learner.n_step + 1, c.num_streams
     envs = "run.num_envs" if c.actors.kind == "inline" else "actors.count * actors.envs_per_actor"
     if c.replay.capacity // streams < per_env:

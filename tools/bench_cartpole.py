@@ -1,6 +1,7 @@
-"""What a CartPole user waits for: the wall-clock from starting the process to the first greedy
-evaluation that solves the task (mean return >= 475 over 10 games), for tfdqn and, with `--peer sb3`,
-for Stable-Baselines3's DQN with the RL zoo's tuned hyperparameters, seeds interleaved in one run.
+"""What a CartPole user waits for and what they end with: the wall-clock from starting the process to the
+first greedy evaluation that solves the task (mean return >= 475 over 10 games), and the final
+evaluation of the network each run reports and exports, for tfdqn and, with `--peer sb3`, for
+Stable-Baselines3's DQN with the RL zoo's tuned hyperparameters, seeds interleaved in one run.
 
     python tools/bench_cartpole.py --seeds 10 --peer sb3 --out docs/bench-cartpole.json
     python tools/bench_cartpole.py --seeds 5 --set learner.learning_rate=1e-3   # one point of a sweep
@@ -8,8 +9,9 @@ for Stable-Baselines3's DQN with the RL zoo's tuned hyperparameters, seeds inter
 Each run is its own process, timed from the moment the bench starts it, so imports, graph tracing
 and env creation count (reported again on their own as `startup_seconds`: to tfdqn's first env step,
 to SB3's `learn`). Evaluations are part of the wait too; both sides play their 10 games side by side.
-Prints a table and writes every run to `--out` as JSON (`runs`: impl, seed, solved, solve_env_steps,
-solve_wall_seconds, final_eval_return, ...).
+Prints a table per impl, one row per seed with its time to solve and final evaluation, and writes
+every run to `--out` as JSON (`runs`: impl, seed, solved, solve_env_steps, solve_wall_seconds,
+final_eval_return, final_network, ...).
 """
 
 from __future__ import annotations
@@ -66,7 +68,9 @@ def run_tfdqn(seed: int, args: argparse.Namespace, logdir: pathlib.Path) -> dict
     first_event = min(e.wall_time for e in events.Tensors("hyperparameters"))  # written just before the loop
     summary = json.loads((logdir / name / "summary.json").read_text())
     return {"impl": "tfdqn", "seed": seed, **first_solve(evaluations, started),
-            "final_eval_return": summary["final_eval_return_mean"], "startup_seconds": round(first_event - started, 3),
+            "final_eval_return": summary["final_eval_return_mean"], "final_network": summary["final_network"],
+            "last_network_eval_return": summary["last_network_eval_return_mean"],
+            "startup_seconds": round(first_event - started, 3),
             "total_wall_seconds": round(ended - started, 3), "evaluations": [(s, m) for s, m, _ in evaluations]}
 
 
@@ -98,6 +102,7 @@ def summarize(runs: list[dict]) -> dict:
         mine = [r for r in runs if r["impl"] == impl]
         solved = [r for r in mine if r["solved"]]
         summary[impl] = {"runs": len(mine), "solved": len(solved),
+                         "final_eval_solved": sum(r["final_eval_return"] >= SOLVED for r in mine),
                          "solve_wall_seconds": _stats([r["solve_wall_seconds"] for r in solved]),
                          "solve_env_steps": _stats([r["solve_env_steps"] for r in solved]),
                          "startup_seconds": _stats([r["startup_seconds"] for r in mine]),
@@ -115,15 +120,34 @@ def table(summary: dict) -> str:
         return f"{stats['median']:.{digits}f} ({stats['min']:.{digits}f}-{stats['max']:.{digits}f})" if stats else "-"
 
     lines = ["| impl | solved | solve s, median (min-max) | solve env steps, median | startup s | "
-             "final eval return, median | whole run s |", "|---|---:|---:|---:|---:|---:|---:|"]
+             f"final eval return, median (min-max) | final eval >= {SOLVED:g} | whole run s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
     for impl, s in summary.items():
         if isinstance(s, dict):
             steps = s["solve_env_steps"]
             lines.append(f"| {impl} | {s['solved']}/{s['runs']} | {cell(s['solve_wall_seconds'])} | "
                          f"{steps['median'] if steps else '-'} | {cell(s['startup_seconds'])} | "
-                         f"{cell(s['final_eval_return'])} | {cell(s['total_wall_seconds'])} |")
+                         f"{cell(s['final_eval_return'])} | {s['final_eval_solved']}/{s['runs']} | "
+                         f"{cell(s['total_wall_seconds'])} |")
     if "solve_time_ratio_tfdqn_over_sb3" in summary:
         lines.append(f"\ntfdqn / sb3 median time to solve: {summary['solve_time_ratio_tfdqn_over_sb3']}")
+    return "\n".join(lines)
+
+
+def seed_table(runs: list[dict]) -> str:
+    """One row per seed: each impl's steps and seconds to solve and its final evaluation."""
+    impls = list(dict.fromkeys(r["impl"] for r in runs))
+    by_seed = {(r["impl"], r["seed"]): r for r in runs}
+    lines = ["| seed | " + " | ".join(f"{i} solve steps | {i} solve s | {i} final" for i in impls) + " |",
+             "|---:|" + "---:|" * 3 * len(impls)]
+    for seed in dict.fromkeys(r["seed"] for r in runs):
+        cells = []
+        for impl in impls:
+            r = by_seed.get((impl, seed))
+            cells += ["-"] * 3 if r is None else [f"{r['solve_env_steps']:,}" if r["solved"] else "never",
+                                                   f"{r['solve_wall_seconds']:.1f}" if r["solved"] else "-",
+                                                   f"{r['final_eval_return']:.1f}"]
+        lines.append(f"| {seed} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -160,6 +184,8 @@ def _main(args: argparse.Namespace) -> int:
                 runs.append(run_sb3(seed, args))
                 print(json.dumps({k: v for k, v in runs[-1].items() if k != "evaluations"}), flush=True)
     summary = summarize(runs)
+    print(seed_table(runs))
+    print()
     print(table(summary))
     if args.out:
         write_json(pathlib.Path(args.out), {"command": " ".join(["python", "tools/bench_cartpole.py", *sys.argv[1:]]),

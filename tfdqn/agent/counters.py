@@ -1,9 +1,9 @@
 """The run's two counters, in one place: env steps and gradient updates.
 
-They are variables so that the graphs that move them keep them: `act` adds its batch size to
-`env_steps` (the epsilon schedule reads it there) and every update adds one to `updates` (target sync
-reads it there). Python reads them; nothing else counts. They are saved once, in the agent's
-TensorFlow checkpoint."""
+They are variables so that the graphs read them where they are: `act` reads `env_steps` for the
+epsilon schedule, and every update adds one to `updates` (target sync reads it there). The training
+loop (run/loop.py) is the one writer of `env_steps`: it adds the env steps each collect made. They
+are saved once, in the agent's TensorFlow checkpoint."""
 
 import tensorflow as tf
 

@@ -28,13 +28,14 @@ from tfdqn.run.collectors import VectorEnvCollector
 from tfdqn.run.drivers import make_driver
 from tfdqn.run.episodes import EpisodeLog
 from tfdqn.run.evaluation import Evaluator
-from tfdqn.run.hooks import CheckpointHook, EvaluationHook, ProfilerHook, SummaryHook
+from tfdqn.run.hooks import EvaluationHook, ProfilerHook, SummaryHook, SummarySources
 from tfdqn.run.lock import RunLock
 from tfdqn.run.run_dir import make_run_dir
+from tfdqn.run.saving import CheckpointService
 from tfdqn.run.signals import StopRequest
 from tfdqn.telemetry.layout import run_layout
 from tfdqn.telemetry.phase_timer import PhaseTimer
-from tfdqn.telemetry.system_monitor import SystemMonitor
+from tfdqn.telemetry.system_monitor import SystemMonitor, gpu_free_bytes
 from tfdqn.telemetry.tensorboard import Logger
 
 RESUME_SEED = 3  # seed stream of the new games a resumed run starts where its envs could not be saved
@@ -58,7 +59,7 @@ class Run:
     writer: Logger
     episodes: EpisodeLog
     evaluator: Evaluator
-    checkpoint: CheckpointHook
+    checkpoint: CheckpointService  # a run service the loop calls, not a hook
     stop: StopRequest
     resumed_from: int | None
     closing: contextlib.ExitStack
@@ -76,15 +77,25 @@ class Run:
         self.close()
 
 
-def check_memory(config: DQNConfig, spec: EnvSpec) -> None:
-    """Refuse a replay that cannot fit before it is allocated, naming both sizes."""
+def memory_for_replay(replay_device: str, nvml="auto") -> tuple[int, str]:
+    """(free bytes, name) of the memory the replay will live in: the GPU's for `replay.device: accelerator`
+    where there is an NVIDIA GPU (TensorFlow places its variables there), else the host's."""
+    if replay_device == "accelerator":
+        free = gpu_free_bytes(nvml)
+        if free is not None:
+            return free, "GPU memory"
+    return psutil.virtual_memory().available, "host memory"
+
+
+def check_memory(config: DQNConfig, spec: EnvSpec, nvml="auto") -> None:
+    """Refuse a replay that cannot fit before it is allocated, naming both sizes and where."""
     needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
                                      num_streams=config.num_streams, n_step=config.learner.n_step)
-    available = psutil.virtual_memory().available
+    available, where = memory_for_replay(config.replay.device, nvml)
     if needed > 0.9 * available:
         fits = int(config.replay.capacity * 0.9 * available / needed)
         raise UserError(f"replay.capacity = {config.replay.capacity:,} needs {needed / 2**30:.2f} GiB but only "
-                        f"{available / 2**30:.2f} GiB of memory is available; allowed: replay.capacity <= {fits:,}")
+                        f"{available / 2**30:.2f} GiB of {where} is available; allowed: replay.capacity <= {fits:,}")
 
 
 def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int) -> ReplayRing:
@@ -132,12 +143,19 @@ def _restore(checkpointer: Checkpointer, collector, replay, agent: Agent, seed: 
     return env_steps
 
 
+def _replay_gib(run: Run) -> float:
+    """The replay's filled part: its arrays are allocated whole, but pages count in RSS once written."""
+    with run.replay_lock:
+        return len(run.replay) / run.config.replay.capacity * run.replay.nbytes / 2**30
+
+
 def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None) -> list:
-    config = run.config.run
-    hooks = [SummaryHook(config.log_every, run, quiet),
-             EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer, run.driver,
-                            BestCheckpoint(run.run_dir / "checkpoints", run.agent.online)),
-             run.checkpoint]
+    config, agent = run.config.run, run.agent
+    sources = SummarySources(agent.counters, agent.actor, agent.learner, run.timer, run.driver, run.monitor,
+                             run.writer, run.episodes, run.collector, run.checkpoint, lambda: _replay_gib(run))
+    hooks = [SummaryHook(config.log_every, config.total_steps, sources, quiet),
+             EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer,
+                            BestCheckpoint(run.run_dir / "checkpoints", agent.online))]
     if profile_steps:
         hooks.append(ProfilerHook(profile_steps, run.run_dir / "profile"))
     for hook in hooks:
@@ -187,8 +205,8 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         evaluator = Evaluator(config.env, spec, agent.actor, config.run.seed, config.exploration.eval_epsilon,
                               should_stop=lambda: stop.requested)
         closing.callback(evaluator.close)
-        checkpoint = CheckpointHook(config.run.checkpoint_every, checkpointer, collector, driver, agent.learner,
-                                    last=resumed_from)
+        checkpoint = CheckpointService(config.run.checkpoint_every, checkpointer, collector, agent.learner,
+                                       last=resumed_from)
         run = Run(config, run_dir, spec, agent, replay, replay_lock, collector, driver, timer, monitor, writer,
                   episodes, evaluator, checkpoint, stop, resumed_from, closing)
         run.hooks = _make_hooks(run, quiet, profile_steps)

@@ -89,14 +89,16 @@ class Evaluator:
         self._seed, self._epsilon, self._should_stop = seed, epsilon, should_stop
         self._vectors = {}  # number of envs -> vector env
 
-    def evaluate(self, episodes: int, env_steps: int, purpose: int = PERIODIC) -> list[float]:
-        """Raw returns of up to `episodes` games (fewer if a stop was requested meanwhile)."""
+    def evaluate(self, episodes: int, env_steps: int, purpose: int = PERIODIC) -> list[float] | None:
+        """Raw returns of `episodes` whole games, or None where a stop request cut the evaluation short:
+        the games that finish first are the short ones, so a part of an evaluation is discarded whole."""
         seed = evaluation_seed(self._seed, purpose, env_steps)
         n = min(episodes, MAX_EVALUATION_ENVS)
         if n not in self._vectors:
             self._vectors[n], _ = make_vector_env(self._env_config, n, seed=seed)
-        return run_vector_episodes(self._vectors[n], self._spec, self._actor, episodes, self._epsilon, seed,
-                                   should_stop=self._should_stop)
+        returns = run_vector_episodes(self._vectors[n], self._spec, self._actor, episodes, self._epsilon, seed,
+                                      should_stop=self._should_stop)
+        return returns if len(returns) == episodes else None
 
     def close(self) -> None:
         for vector in self._vectors.values():

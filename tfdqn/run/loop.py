@@ -1,9 +1,11 @@
-"""The training loop, read top to bottom: collect, add to the replay, let the driver update, run hooks.
+"""The training loop, read top to bottom: collect, add to the replay, advance the env-step counter, let
+the driver update, run the due hooks, save when a checkpoint is due.
 
 The loop knows neither where the envs run (the collector does) nor when updates run (the driver
-does): a new mode is a new collector or driver, never a branch here. `train` continues a run from
-its newest complete checkpoint with `resume=True`, and a CartPole run stopped and resumed repeats the
-uninterrupted run's episodes exactly.
+does): a new mode is a new collector or driver, never a branch here. It is the one writer of the
+env-step counter: collectors return the transitions they made and the loop counts them. `train`
+continues a run from its newest complete checkpoint with `resume=True`, and a CartPole run stopped and
+resumed repeats the uninterrupted run's episodes exactly.
 """
 
 from __future__ import annotations
@@ -14,10 +16,27 @@ import time
 from tfdqn.atomic import write_json
 from tfdqn.config import DQNConfig
 from tfdqn.errors import RunFailure
-from tfdqn.policy import default_policy_dir, export_policy
 from tfdqn.run.build import Run, build_run
 from tfdqn.run.collectors import CollectionStopped, CollectorFailure
-from tfdqn.run.summary import final_evaluation, summarize
+from tfdqn.run.summary import finish, summarize
+
+
+def _run_due_hooks(run: Run, before: int, env_steps: int, final: bool) -> None:
+    """Each due hook, timed as its phase; the learner settles first for a hook that reads the weights."""
+    t = time.perf_counter()
+    for hook in run.hooks:
+        if hook.due(before, env_steps, final):
+            if hook.reads_weights:
+                run.driver.settle()
+            hook(env_steps)
+            t = run.timer.add(hook.phase, t)
+
+
+def _save(run: Run, env_steps: int, unless_saved: bool = False) -> None:
+    t = time.perf_counter()
+    run.driver.settle()  # a checkpoint holds weights no update is writing
+    run.checkpoint.save_unless_saved(env_steps) if unless_saved else run.checkpoint.save(env_steps)
+    run.timer.add("checkpoint", t)
 
 
 def run_loop(run: Run) -> int:
@@ -36,17 +55,17 @@ def run_loop(run: Run) -> int:
         with run.replay_lock:
             run.replay.add(transitions.frame, transitions.action, transitions.reward, transitions.terminated,
                            transitions.truncated, transitions.final_frame, transitions.streams)
-        env_steps = int(run.agent.counters.env_steps.assign_add(len(transitions.action)).numpy())  # its one writer
+        env_steps = int(run.agent.counters.env_steps.assign_add(len(transitions.action)).numpy())
         run.episodes.record(env_steps, transitions.games)
         run.timer.add("replay_add", t)
         run.driver.after_collect()
-        t = time.perf_counter()
-        for hook in run.hooks:
-            if hook.due(before, env_steps, final=env_steps >= total_steps):
-                hook(env_steps)
-                t = run.timer.add(hook.phase, t)
+        run.agent.sync_acting_copy()  # act_device cpu: the actor's CPU copy takes the round's updates
+        final = env_steps >= total_steps
+        _run_due_hooks(run, before, env_steps, final)
+        if run.checkpoint.due(before, env_steps, final):
+            _save(run, env_steps)
     if run.stop.requested:
-        run.checkpoint.save_unless_saved(env_steps)
+        _save(run, env_steps, unless_saved=True)
     run.driver.settle()
     return env_steps
 
@@ -55,17 +74,15 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
           profile_steps: tuple[int, int] | None = None, resume: bool = False) -> dict:
     """Train to `config.run.total_steps` env steps; returns the summary also written to summary.json.
 
-    On SIGINT or SIGTERM it checkpoints and returns early with `stopped_by` set in the summary. The
-    summary is written while the run still holds its folder's lock."""
+    On SIGINT or SIGTERM it checkpoints and returns early with `stopped_by` set in the summary. A run
+    that ends by itself evaluates and exports its product, the best-evaluated network where periodic
+    evaluation ran (`summary.finish`). The summary is written while the run still holds its folder's lock."""
     with build_run(config, run_dir, resume, quiet, profile_steps) as run, run.stop:
         env_steps = run_loop(run)
         summary = summarize(run, env_steps)
         if not run.stop.requested:
-            summary.update(final_evaluation(run, env_steps))
+            summary.update(finish(run, env_steps))
         if run.stop.requested:  # before or during the final evaluation
             summary["stopped_by"] = run.stop.signal_name
-        else:  # the finished run's policy, for use without tfdqn (tfdqn/policy.py)
-            summary.update(export_policy(run.agent.online, config, run.spec, default_policy_dir(run_dir, "latest"),
-                                         run_dir, "latest", env_steps))
         write_json(pathlib.Path(run_dir) / "summary.json", summary)
     return summary

@@ -1,7 +1,12 @@
-"""Graceful stop on SIGINT/SIGTERM: the loop checkpoints and exits; a second SIGINT exits at once."""
+"""Graceful stop on SIGINT/SIGTERM: the loop checkpoints and exits; a second SIGINT exits at once.
+
+Python delivers signals to the main thread only, and only there may handlers be installed: a run
+started in another thread (a notebook's worker thread, a Ray Tune trainable) leaves the process's
+handlers alone and is stopped through `request()` instead."""
 
 import os
 import signal
+import threading
 
 
 class StopRequest:
@@ -18,13 +23,20 @@ class StopRequest:
             self.signal_number = signum
 
     def __enter__(self) -> "StopRequest":
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.signal(signum, self._handle)
+        if threading.current_thread() is threading.main_thread():
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
         return self
+
+    def request(self, signum: int = signal.SIGINT) -> None:
+        """Stop the run as `signum` would (from any thread): checkpoint and return."""
+        if self.signal_number is None:
+            self.signal_number = signum
 
     def __exit__(self, *exc) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        self._previous.clear()
 
     @property
     def requested(self) -> bool:

@@ -1,4 +1,4 @@
-"""What a run reports when it ends: `summary.json`'s figures and the final evaluation."""
+"""What a run reports when it ends: `summary.json`'s figures, its product network, the final evaluation."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ import time
 
 import numpy as np
 
+from tfdqn.policy import default_policy_dir, export_policy
+from tfdqn.run.checkpoint import restore_online
 from tfdqn.run.evaluation import FINAL
+from tfdqn.sources import read_best
 
 
 def _round(value, digits: int):
@@ -52,12 +55,46 @@ def summarize(run, env_steps: int) -> dict:
     }
 
 
-def final_evaluation(run, env_steps: int) -> dict:
-    """The end-of-run evaluation's figures (empty if a stop signal cut it short), also logged."""
+def _final_evaluation(run, env_steps: int) -> dict | None:
+    """The end-of-run evaluation of the network the actor acts with; None if a stop signal cut it short.
+    Every call at one step plays the same games, so two networks are compared on equal terms."""
     returns = run.evaluator.evaluate(run.config.run.final_eval_episodes, env_steps, purpose=FINAL)
-    if run.stop.requested:
-        return {}
-    run.writer.scalars(env_steps, {"charts/final_eval_return": np.mean(returns)})
+    if returns is None:
+        return None
     return {"final_eval_epsilon": run.config.exploration.eval_epsilon, "final_eval_episodes": len(returns),
             "final_eval_return_mean": float(np.mean(returns)), "final_eval_return_std": float(np.std(returns)),
             "final_eval_returns": returns}
+
+
+def _load_best(run, env_steps: int) -> dict | None:
+    """Load the best-evaluated network into the online network, unless the last one is it; its record or None."""
+    directory = run.run_dir / "checkpoints"
+    best = read_best(directory)
+    if best is None or best["env_steps"] == env_steps:
+        return None
+    restore_online(directory, run.agent.online, "best")
+    run.agent.sync_acting_copy(force=True)
+    return best
+
+
+def finish(run, env_steps: int) -> dict:
+    """The run's product and its figures: the best-evaluated network where periodic evaluation kept one
+    (the last step's network was a candidate too), else the last network. Both are played on the final
+    evaluation's games, which no selection has seen, so the product's figure is not biased by picking it;
+    the product is what `policy/` exports and what the summary's `final_eval_*` describe. Empty if a stop
+    signal cut the evaluation short."""
+    last = _final_evaluation(run, env_steps)
+    if last is None:
+        return {}
+    figures = {"last_network_eval_return_mean": last["final_eval_return_mean"]}
+    best = _load_best(run, env_steps)
+    product = _final_evaluation(run, env_steps) if best is not None else last
+    if product is None:
+        return {}
+    run.writer.scalars(env_steps, {"charts/final_eval_return": product["final_eval_return_mean"],
+                                   "charts/final_eval_return_last_network": last["final_eval_return_mean"]})
+    source = ({"source": "best", "env_steps": best["env_steps"], "selection_return_mean": best["return_mean"]}
+              if best is not None else {"source": "last", "env_steps": env_steps})
+    export = export_policy(run.agent.online, run.config, run.spec, default_policy_dir(run.run_dir, "latest"),
+                           run.run_dir, "best" if best is not None else "latest", source["env_steps"])
+    return {**product, **figures, "final_network": source, **export}

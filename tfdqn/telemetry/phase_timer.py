@@ -53,6 +53,11 @@ class PhaseTimer:
             self._window_start = now
         return shares
 
+    def charged(self) -> set[str]:
+        """The phases this timer has charged time to since it (re)started: only their shares mean something."""
+        with self._lock:
+            return {phase for phase, seconds in self._totals.items() if seconds > 0}
+
     def run_shares(self) -> dict:
         """Shares of the whole run so far."""
         with self._lock:

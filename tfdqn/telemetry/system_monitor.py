@@ -27,6 +27,14 @@ def _load_nvml():
     return pynvml
 
 
+def gpu_free_bytes(nvml="auto") -> int | None:
+    """Free memory of the first NVIDIA GPU (where TensorFlow places the replay), or None without one."""
+    nvml = _load_nvml() if nvml == "auto" else nvml
+    if nvml is None or nvml.nvmlDeviceGetCount() == 0:
+        return None
+    return int(nvml.nvmlDeviceGetMemoryInfo(nvml.nvmlDeviceGetHandleByIndex(0)).free)
+
+
 class SystemMonitor:
     """Samples every `period` seconds on a daemon thread; `drain()` returns means since the last drain.
 
