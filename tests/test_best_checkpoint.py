@@ -122,5 +122,5 @@ def test_the_readme_commands_run_as_written_and_agree_with_load_policy(evaluated
     assert by_best["returns"] == _greedy_returns(tfdqn.load_policy(evaluated_run, checkpoint="best"), 5, 12345)
 
     exported_policy = reports["python -m tfdqn.evaluate runs/RUN/policy --episodes 5"]
-    assert exported_policy["checkpoint_env_steps"] == 2000  # the run's last checkpoint, exported when it ended
-    assert exported_policy["returns"] == _greedy_returns(tfdqn.load_policy(evaluated_run), 5, 12345)
+    assert exported_policy["checkpoint_env_steps"] == best  # the run's product, exported when it ended
+    assert exported_policy["returns"] == _greedy_returns(tfdqn.load_policy(evaluated_run / "policy"), 5, 12345)

@@ -1,9 +1,13 @@
+import errno
+import hashlib
 import json
+import pathlib
 
 import numpy as np
 import pytest
 
 from tfdqn.agent.agent import make_agent
+from tfdqn.run import checkpoint as checkpoint_module
 from tfdqn.run.checkpoint import Checkpointer
 from tfdqn.run.markers import complete_steps
 from tfdqn.config import DQNConfig
@@ -14,6 +18,11 @@ def _parts(seed=0, capacity=3 * CHUNK_SLOTS):
     agent = make_agent(DQNConfig(), (4,), np.float32, 2)
     replay = ReplayRing(capacity, (4,), np.float32, seed=seed)
     return agent, replay
+
+
+def files_and_hashes(directory: pathlib.Path) -> dict:
+    """Every file in `directory` by name, with the sha256 of its bytes."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.iterdir()) if p.is_file()}
 
 
 def _fill(replay, start, count):
@@ -73,12 +82,13 @@ def test_a_broken_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys, 
         (tmp_path / "chunk-00000-6000.npz").write_bytes(b"not a zip file")
     else:
         (tmp_path / "state-6000.pkl").unlink()
+    before = files_and_hashes(tmp_path)
     agent2, replay2 = _parts()
     steps, state = Checkpointer(tmp_path, agent2, replay2).restore_latest()
     assert (steps, state) == (3000, {"at": 3000})
-    warning = capsys.readouterr().err
-    assert "checkpoint at env step 6000" in warning and "falling back" in warning
-    assert not (tmp_path / "ckpt-6000.complete").exists()  # no longer counted as complete
+    warning = capsys.readouterr().err.strip().splitlines()
+    assert len(warning) == 1 and "checkpoint at env step 6000" in warning[0] and "falling back" in warning[0]
+    assert files_and_hashes(tmp_path) == before  # what could not be read is left as it is
 
 
 def test_a_checkpoint_without_its_marker_does_not_exist(tmp_path):
@@ -102,3 +112,32 @@ def test_saving_a_step_again_and_leftovers_of_a_killed_save(tmp_path):
     checkpointer.save(200, {"at": "second"})  # a resumed run reaching a step it saved before
     assert not (tmp_path / "ckpt-150_temp").exists() and not (tmp_path / "state-150.pkl.tmp").exists()
     assert Checkpointer(tmp_path, *_parts()).restore_latest() == (200, {"at": "second"})
+
+
+def test_a_save_that_failed_part_way_leaves_its_chunks_for_the_next_save(tmp_path, monkeypatch):
+    agent, replay = _parts()
+    checkpointer = Checkpointer(tmp_path, agent, replay)
+    _fill(replay, 0, 2 * CHUNK_SLOTS)
+    checkpointer.save(1000, {})
+    _fill(replay, 2 * CHUNK_SLOTS, 2 * CHUNK_SLOTS)  # fills chunk 2 and wraps over chunk 0
+    write, chunks_written = checkpoint_module.atomic_write, []
+
+    def disk_full_at_the_second_chunk(path, data):
+        if path.name.startswith("chunk-") and path.name.endswith("-2000.npz"):
+            chunks_written.append(path.name)
+            if len(chunks_written) == 2:
+                raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return write(path, data)
+
+    monkeypatch.setattr(checkpoint_module, "atomic_write", disk_full_at_the_second_chunk)
+    with pytest.raises(OSError):
+        checkpointer.save(2000, {})  # one chunk written, the next refused, no marker
+    assert len(chunks_written) == 2
+    monkeypatch.setattr(checkpoint_module, "atomic_write", write)
+    checkpointer.save(3000, {})
+    agent2, replay2 = _parts(seed=99)
+    assert Checkpointer(tmp_path, agent2, replay2).restore_latest()[0] == 3000
+    for chunk in range(replay.num_chunks):
+        for name, saved in replay.chunk_arrays(chunk).items():
+            np.testing.assert_array_equal(replay2.chunk_arrays(chunk)[name], saved, err_msg=f"chunk {chunk} {name}")
+    assert replay2.counters() == replay.counters()

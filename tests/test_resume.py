@@ -11,6 +11,7 @@ import time
 import pytest
 
 from tests.conftest import REPO, SMALL_CARTPOLE, SMALL_CONFIG, TINY, run_module
+from tests.test_checkpoint import files_and_hashes
 
 
 def _start(*args):
@@ -150,3 +151,58 @@ def test_resume_of_a_run_without_a_complete_checkpoint_is_refused(tmp_path):
     assert result.stderr.strip().splitlines() == [
         f"python -m tfdqn.train: error: --resume {str(tmp_path / 'r')!r} holds no complete checkpoint; "
         f"allowed: a run folder that saved at least one checkpoint"]
+
+
+def _finished_run(logdir, name: str):
+    """A run to env step 600 with checkpoints at 300 and 600; returns its folder."""
+    result = run_module("tfdqn.train", *SMALL_CARTPOLE, "--total-steps", "600", "--learning-starts", "200",
+                        "--checkpoint-every", "300", "--set", "run.final_eval_episodes=1", "--quiet",
+                        "--logdir", str(logdir), "--run-name", name)
+    assert result.returncode == 0, result.stderr
+    return logdir / name
+
+
+GYM_CARTPOLE = "gymnasium.envs.classic_control.cartpole"
+MOVED_CARTPOLE = "tfdqn_test_moved_cartpole_module".ljust(len(GYM_CARTPOLE), "x")  # same length: framing stays valid
+
+
+@pytest.mark.slow
+def test_a_checkpoint_naming_a_missing_module_is_refused_in_one_line_then_resumes_once_it_is_back(tmp_path,
+                                                                                                  monkeypatch):
+    run_dir = _finished_run(tmp_path, "r")
+    checkpoints = run_dir / "checkpoints"
+    state = checkpoints / "state-600.pkl"  # what an upgrade that moved gymnasium's CartPole module looks like
+    assert GYM_CARTPOLE.encode() in state.read_bytes()
+    state.write_bytes(state.read_bytes().replace(GYM_CARTPOLE.encode(), MOVED_CARTPOLE.encode()))
+    before = files_and_hashes(checkpoints)
+    refused = run_module("tfdqn.train", "--resume", str(run_dir), "--total-steps", "900", "--quiet")
+    assert refused.returncode == 2
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{MOVED_CARTPOLE}.CartPoleEnv" in lines[0], refused.stderr
+    assert f"env step 600 in {checkpoints}" in lines[0] and "allowed: the versions that wrote it (" in lines[0]
+    assert files_and_hashes(checkpoints) == before
+    (tmp_path / f"{MOVED_CARTPOLE}.py").write_text(f"from {GYM_CARTPOLE} import *  # noqa: F403\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    resumed = run_module("tfdqn.train", "--resume", str(run_dir), "--total-steps", "900", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["resumed_from_env_steps"], summary["env_steps"]) == (600, 900)
+
+
+@pytest.mark.slow
+def test_resume_drops_a_torn_last_line_of_episodes_csv_and_appends_after_it(tmp_path):
+    run_dir = _finished_run(tmp_path, "r")
+    episodes = run_dir / "episodes.csv"
+    text = episodes.read_text()
+    rows = text.splitlines()
+    episodes.write_text(text[: len(text) - len(rows[-1]) + 1])  # the last row cut after its second character
+    resumed = run_module("tfdqn.train", "--resume", str(run_dir), "--total-steps", "900", "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"warning: {episodes}: dropped 1 line(s) torn by a crash mid-write (first: {rows[-1][:2]!r})" \
+        in resumed.stderr
+    header, *now = episodes.read_text().splitlines()
+    parsed = [(int(steps), float(episode_return), int(length)) for steps, episode_return, length in
+              (row.split(",") for row in now)]
+    assert header == rows[0] and now[: len(rows) - 2] == rows[1:-1]
+    assert len(now) > len(rows) - 2 and all(steps > 600 for steps, _, _ in parsed[len(rows) - 2:])
+    assert [steps for steps, _, _ in parsed] == sorted(steps for steps, _, _ in parsed)

@@ -1,4 +1,5 @@
-"""The one way tfdqn writes a file: under a temporary name, synced, then renamed over the real one.
+"""The one way tfdqn writes a file: under a temporary name, synced, then renamed over the real one,
+and the folder synced so the rename itself survives a power loss.
 
 A reader (or a resumed run) therefore sees the old file or the new one, never half of either, and an
 error or a full disk mid-write leaves the old file and no temporary one behind."""
@@ -6,6 +7,7 @@ error or a full disk mid-write leaves the old file and no temporary one behind."
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import pathlib
@@ -25,6 +27,20 @@ def atomic_path(path: pathlib.Path, suffix: str = ".tmp"):
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+    sync_directory(path.parent)
+
+
+def sync_directory(directory: pathlib.Path) -> None:
+    """fsync a folder, making the renames and deletions in it durable (Linux syncs a folder opened
+    read-only; a filesystem that cannot sync folders answers EINVAL, and has nothing more to do)."""
+    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    except OSError as error:
+        if error.errno != errno.EINVAL:
+            raise
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: pathlib.Path, data: bytes | str) -> int:

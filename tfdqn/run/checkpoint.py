@@ -49,7 +49,7 @@ from tfdqn.replay.ring import ReplayRing
 from tfdqn.sources import BEST_FILE, read_best
 
 # What reading a damaged or missing checkpoint file raises, from TensorFlow's reader, NumPy, JSON or
-# pickle. (An OSError with an errno other than ENOENT, or TensorFlow's like of it, is the disk's doing:
+# pickle. (An OSError with an errno other than ENOENT, or TensorFlow's equivalent, is the disk's doing:
 # `_disk_failure` takes those first.)
 DAMAGED = (tf.errors.OpError, ValueError, OSError, KeyError, IndexError, EOFError, zipfile.BadZipFile,
            pickle.UnpicklingError)
@@ -197,6 +197,7 @@ class Checkpointer:
         manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text()) if self._replay is not None else None
         _load_matched(self._tf.restore, str(self.directory / f"ckpt-{env_steps}"))
         if self._replay is not None:
+            _check_replay_layout(self._replay, manifest)
             chunks = {int(c): name for c, name in manifest["chunks"].items()}
             for chunk in range(self._replay.num_chunks):
                 if chunk not in chunks:
@@ -207,6 +208,13 @@ class Checkpointer:
             self._replay.load_counters(manifest["counters"])
             self._chunk_files = chunks
         return loop_state
+
+
+def _check_replay_layout(replay: ReplayRing, manifest: dict) -> None:
+    """A manifest written by another replay layout lacks this ring's counters: a version skew, not damage."""
+    missing = sorted(set(replay.counters()) - set(manifest["counters"]))
+    if missing:
+        raise _Mismatch("a replay layout without " + ", ".join(missing), KeyError(missing[0]))
 
 
 def _disk_failure(error: BaseException) -> tuple[str, bool] | None:
@@ -236,16 +244,12 @@ def _versions_text(directory: pathlib.Path, env_steps: int) -> str:
     return f"the versions that wrote it ({', '.join(f'{n} {v}' for n, v in written.items())}){here}"
 
 
-def _read_retrying(directory: pathlib.Path, env_steps: int, restore):
-    """`restore(env_steps)`, tried again after each transient disk error; a mismatch (UserError) or a
-    disk error that stays (RunFailure) is reported in one line. Damage propagates as raised."""
-    where = f"checkpoint at env step {env_steps} in {directory}"
+def _retrying(where: str, read):
+    """`read()`, tried again after each transient disk error; a disk error that stays is reported in
+    one line (RunFailure) that names `where`. Other errors propagate as raised."""
     for delay in (*RETRY_DELAYS, None):
         try:
-            return restore(env_steps)
-        except _Mismatch as mismatch:
-            raise UserError(f"{where} names {mismatch.what}, which this install cannot load ({mismatch.detail}); "
-                            f"nothing was changed; allowed: {_versions_text(directory, env_steps)}") from None
+            return read()
         except Exception as error:
             failure = _disk_failure(error)
             if failure is None:
@@ -258,14 +262,25 @@ def _read_retrying(directory: pathlib.Path, env_steps: int, restore):
             time.sleep(delay)
 
 
+def _read_checkpoint(directory: pathlib.Path, env_steps: int, restore):
+    """`restore(env_steps)` with transient disk errors tried again; a mismatch (UserError) or a disk error
+    that stays (RunFailure) is reported in one line. Damage propagates as raised."""
+    where = f"checkpoint at env step {env_steps} in {directory}"
+    try:
+        return _retrying(where, lambda: restore(env_steps))
+    except _Mismatch as mismatch:
+        raise UserError(f"{where} names {mismatch.what}, which this install cannot load ({mismatch.detail}); "
+                        f"nothing was changed; allowed: {_versions_text(directory, env_steps)}") from None
+
+
 def _newest_that_loads(directory: pathlib.Path, restore) -> tuple[int, object, set[int]]:
     """(env step, `restore(env step)`, env steps of the damaged checkpoints skipped on the way) of the
     newest complete checkpoint that loads; each damaged one is reported in one warning line and left
     as it is."""
     damaged = set()
-    for env_steps in complete_steps(directory):
+    for env_steps in _retrying(f"checkpoint folder {directory}", lambda: complete_steps(directory)):
         try:
-            return env_steps, _read_retrying(directory, env_steps, restore), damaged
+            return env_steps, _read_checkpoint(directory, env_steps, restore), damaged
         except DAMAGED as error:
             print(f"warning: checkpoint at env step {env_steps} in {directory} is damaged ({one_line(error)}); "
                   f"left as it is, falling back to the one before it", file=sys.stderr)
@@ -281,12 +296,15 @@ def restore_online(directory: pathlib.Path, network, checkpoint: str | int = "la
     as it is."""
     directory = pathlib.Path(directory)
     reader = tf.train.Checkpoint(online=network)
+
+    def read(step: int, name: str = "ckpt") -> None:
+        _load_matched(reader.read, str(directory / f"{name}-{step}"))
+
     if checkpoint == "latest":
-        return _newest_that_loads(directory, lambda step: _load_matched(reader.read, str(directory / f"ckpt-{step}")))[0]
+        return _newest_that_loads(directory, read)[0]
     step = read_best(directory)["env_steps"] if checkpoint == "best" else int(checkpoint)
-    prefix = str(directory / (f"best-{step}" if checkpoint == "best" else f"ckpt-{step}"))
     try:
-        _read_retrying(directory, step, lambda _: _load_matched(reader.read, prefix))
+        _read_checkpoint(directory, step, lambda s: read(s, "best" if checkpoint == "best" else "ckpt"))
     except DAMAGED as error:
         raise UserError(f"checkpoint {checkpoint} (env step {step}) in {directory} cannot be read "
                         f"({error.__class__.__name__}); allowed: latest or another saved env step") from None

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import collections
+import os
 import pathlib
+import sys
 
 import numpy as np
 
@@ -13,12 +15,12 @@ HEADER = "env_steps,return,length"
 
 
 class EpisodeLog:
-    """Raw returns of whole games. On resume, the rows written after the checkpoint are dropped, so the
-    file repeats the uninterrupted run's rows exactly."""
+    """Raw returns of whole games, appended a line at a time. On resume the file is rewritten (atomically)
+    with the complete rows up to the checkpoint: the rows written after it are dropped, so the file
+    repeats the uninterrupted run's rows exactly, and so is a last line a crash tore mid-write."""
 
     def __init__(self, path: pathlib.Path, resume_from: int | None = None):
-        rows = path.read_text().splitlines()[1:] if resume_from is not None and path.exists() else []
-        rows = [row for row in rows if int(row.split(",")[0]) <= resume_from]
+        rows = complete_rows(path, resume_from) if resume_from is not None and path.exists() else []
         atomic_write(path, "".join(f"{line}\n" for line in [HEADER, *rows]))
         self._file = path.open("a", buffering=1)
         self._returns, self._lengths = [], []
@@ -41,5 +43,32 @@ class EpisodeLog:
         self._returns, self._lengths = [], []
         return values
 
+    def sync(self) -> None:
+        """Put every row written so far on disk: a checkpoint that survives a power loss keeps its games."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
     def close(self) -> None:
         self._file.close()
+
+
+def _parses(row: str) -> bool:
+    """Whether `row` is a whole `env_steps,return,length` row."""
+    fields = row.split(",")
+    try:
+        int(fields[0]), float(fields[1]), int(fields[2])
+    except (ValueError, IndexError):
+        return False
+    return len(fields) == 3
+
+
+def complete_rows(path: pathlib.Path, up_to: int) -> list[str]:
+    """The rows of `path` (header left out) of games that ended by env step `up_to`. A line a crash tore
+    mid-write (the last one, without its newline, or any that does not parse) is dropped with a
+    one-line warning."""
+    *lines, unfinished = path.read_text(errors="replace").split("\n")
+    torn = ([unfinished] if unfinished else []) + [line for line in lines[1:] if not _parses(line)]
+    if torn:
+        print(f"warning: {path}: dropped {len(torn)} line(s) torn by a crash mid-write (first: {torn[0]!r})",
+              file=sys.stderr)
+    return [row for row in lines[1:] if _parses(row) and int(row.split(",")[0]) <= up_to]
