@@ -51,6 +51,28 @@ def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole
 
 
 @pytest.mark.slow
+def test_the_shipped_cartpole_config_stopped_and_resumed_repeats_the_uninterrupted_run(tmp_path):
+    """`--env CartPole` as shipped (3-step returns, 8 envs, rounds of 256 XLA updates, periodic
+    evaluation): SIGKILLed after its checkpoint at 2,048 and resumed, it repeats the uninterrupted run's
+    games, periodic evaluations and final network."""
+    args = ["--env", "CartPole", "--total-steps", "4096", "--checkpoint-every", "2048", "--quiet",
+            "--set", "run.eval_every=1024", "--set", "run.eval_episodes=2", "--logdir", str(tmp_path)]
+    assert run_module("tfdqn.train", *args, "--run-name", "whole").returncode == 0
+    process = _start(*args, "--run-name", "killed")
+    run_dir = tmp_path / "killed"
+    _wait_for(run_dir / "checkpoints", process, timeout=240, pattern="ckpt-2048.complete")
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    result = run_module("tfdqn.train", "--resume", str(run_dir), "--quiet")
+    assert result.returncode == 0, result.stderr
+    whole, resumed = (json.loads((tmp_path / name / "summary.json").read_text()) for name in ("whole", "killed"))
+    assert resumed["resumed_from_env_steps"] == 2048 and resumed["env_steps"] == whole["env_steps"] == 4096
+    assert (run_dir / "episodes.csv").read_text() == (tmp_path / "whole" / "episodes.csv").read_text()
+    for key in ("final_network", "final_eval_returns", "last_network_eval_return_mean"):
+        assert resumed[key] == whole[key], key
+
+
+@pytest.mark.slow
 def test_resume_extends_total_steps(tmp_path):
     args = [*SMALL_CARTPOLE, "--total-steps", "600", "--learning-starts", "200", "--quiet",
             "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "r"]
