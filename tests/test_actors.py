@@ -83,12 +83,16 @@ def test_a_worker_sends_chunks_that_continue_each_other_with_final_frames_where_
     config = DQNConfig.for_env("CartPole", {"actors.envs_per_actor": 2, "actors.chunk_steps": 60})
     worker = ActorWorker(config, index=1, seed=7)
     try:
-        first = worker.collect(None, env_steps=0)
+        first = worker.collect(None, 0, env_steps=0)
         weights = [np.zeros_like(w) for w in worker._network.get_weights()]
-        second = worker.collect(weights, env_steps=10_000)
+        second = worker.collect(weights, 700, env_steps=10_000)
+        third = worker.collect(None, 900, env_steps=10_500)
     finally:
         worker.close()
     assert first.actor == 1 and first.frame.shape == (60, 2, 4) and first.action.shape == (60, 2)
+    # Each chunk says which weights it acted with (kept until new ones come) and where its epsilon clock started.
+    assert [(c.weights_updates, c.start_env_steps) for c in (first, second, third)] == [(0, 0), (700, 10_000),
+                                                                                           (700, 10_500)]
     np.testing.assert_array_equal(second.frame[0], first.next_frame)  # no frame lost between chunks
     for chunk in (first, second):
         ended = np.argwhere(chunk.terminated | chunk.truncated)
@@ -114,7 +118,7 @@ def test_apex_exploration_gives_each_actor_its_own_fixed_epsilon():
 
 
 @pytest.mark.slow
-def test_each_actor_writes_its_own_replay_streams_and_moves_the_env_step_counter():
+def test_each_actor_writes_its_own_replay_streams_and_leaves_the_env_step_counter_to_the_loop():
     from tfdqn.actors.collector import RemoteCollector
     from tfdqn.actors.process import ProcessActors
     from tfdqn.agent.agent import make_agent
@@ -135,6 +139,8 @@ def test_each_actor_writes_its_own_replay_streams_and_moves_the_env_step_counter
             step = collector.collect()
             replay.add(step.frame, step.action, step.reward, step.terminated, step.truncated, step.final_frame,
                        step.streams)
+            assert agent.counters.read() == (2 * len(seen), 0)  # the collector never moves it
+            agent.counters.env_steps.assign_add(len(step.action))  # as the loop does
             seen.append(tuple(int(s) for s in step.streams))
     finally:
         collector.close()
@@ -244,8 +250,8 @@ def test_ray_actors_run_ten_thousand_steps_at_the_configured_ratio(tmp_path):
     ratio = summary["updates"] / (summary["env_steps"] - 500)
     assert summary["env_steps"] == 10_000 and abs(ratio * 4 - 1) <= 0.05, ratio
     steps = read_scalars(tmp_path / "a", "perf/env_steps_per_sec")
-    updates = read_scalars(tmp_path / "a", "perf/updates_per_sec")
-    ratios = [u / s for (step, s), (_, u) in zip(steps, updates) if step > 1000]  # every window after learning starts
+    updates = dict(read_scalars(tmp_path / "a", "perf/updates_per_sec"))  # written from the first update on
+    ratios = [updates[step] / s for step, s in steps if step > 1000]  # every window after learning starts
     assert ratios and all(abs(r * 4 - 1) <= 0.05 for r in ratios), ratios
 
 

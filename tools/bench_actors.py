@@ -16,7 +16,8 @@ at or after learning_starts, less the first --warmup-windows. `speedup` is env s
 kind's smallest actor count in this invocation. First, `pipe` times one chunk of the env's frames
 through a pipe between two spawned processes (the process collector's transport). `loop_wait_share` is the share of the learner loop's
 time spent waiting for transitions (for actors, or in async mode for the learner thread): where it is
-near 0 the learner is the limit.
+near 0 the learner is the limit. `policy_lag_updates` and `epsilon_lag_steps` (actors only): how old the
+actors' weights and epsilon clock were when the learner took their chunks.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 KINDS = ("inline", "async", "process", "ray")
 FIGURES = {"perf/env_steps_per_sec": "env_steps_per_sec", "perf/updates_per_sec": "updates_per_sec",
            "perf/learner_busy_share": "learner_busy_share", "perf/share_wait": "loop_wait_share",
-           "system/cpu_util": "cpu_util"}
+           "system/cpu_util": "cpu_util", "perf/policy_lag_updates": "policy_lag_updates",
+           "perf/epsilon_lag_steps": "epsilon_lag_steps"}
 
 
 def build_parser() -> OneLineErrorParser:

@@ -7,8 +7,21 @@ advances the run's env step counter by their count). The learner's driver then r
 owed, so the ratio of updates to env steps is the configured one whatever the actors' speed: the learner waits for chunks
 when it is ahead, and an actor whose chunk the learner has not taken yet is paused (the transport
 bounds the requests out). Weights go out every `actors.weight_sync_period` updates, with each actor's
-next request. An actor that dies is restarted once, with a new seed, its unfinished episodes cut as
-truncations; a second death, or an error in its own code, stops the run in one line.
+next request, with the update count they were read at.
+
+Lag: a chunk is taken about one round of chunks (one per actor) after it was asked for, so its weights
+are at most `weight_sync_period` updates plus one round's updates old when the learner takes it:
+policy lag <= weight_sync_period + ceil(count * chunk_steps * envs_per_actor / update_every) *
+update_every / training_interval while the actors, equally fast, keep the learner busy (less when it
+waits for them; a chunk of an actor slower than the others waits longer).
+Its epsilon clock starts where the run's env step counter will be when the learner takes it (the
+counter now plus every step asked for before it), so each transition's epsilon is the one the
+in-process collector would use. `metrics()` reports both lags as measured when chunks are taken.
+
+An actor that dies is restarted once, with a new seed, its unfinished episodes cut as truncations; a
+second death, or an error in its own code, stops the run in one line. A stop request (SIGINT, SIGTERM)
+wins over deaths and errors: a group signal takes the actors down with the learner, which then stops
+with its checkpoint instead of restarting them.
 """
 
 from __future__ import annotations
@@ -35,17 +48,20 @@ class RemoteCollector:
     i * envs_per_actor ... (i + 1) * envs_per_actor - 1."""
 
     def __init__(self, actors, config, spec, counters, network, cut_episodes: Callable, timer,
-                 should_stop: Callable[[], bool] = lambda: False):
+                 should_stop: Callable[[], bool] = lambda: False, settle: Callable[[], None] = lambda: None):
+        """`settle` is called before each weight read: a background learner finishes its update first."""
         self._actors, self._counters, self._network, self._cut, self._timer = actors, counters, network, cut_episodes, timer
-        self._should_stop = should_stop
+        self._should_stop, self._settle = should_stop, settle
         self._count, self._per_actor = config.actors.count, config.actors.envs_per_actor
-        self._period = config.actors.weight_sync_period
+        self._chunk_steps, self._period = config.actors.chunk_steps, config.actors.weight_sync_period
         self.num_envs = self._count * self._per_actor
         self._seed, self._resume_seed = config.run.seed, 0
         self._frames = np.zeros((self.num_envs, *spec.frame_shape), spec.frame_dtype)  # each stream's next frame
         self._restarts = [0] * self._count
-        self._version, self._published = None, None  # weight version (updates // period) and its handle
+        self._version, self._published, self._published_updates = None, None, 0  # updates // period, handle, updates
         self._sent = [None] * self._count  # the weight version each actor has
+        self._asked = [0] * self._count  # each actor's requests not answered yet
+        self._lags: list[tuple[int, int]] = []  # (policy lag in updates, epsilon lag in env steps) per chunk taken
         self._chunk, self._t = None, 0
         self._ready: list = []
         self._started = False
@@ -66,19 +82,30 @@ class RemoteCollector:
         (TensorFlow's import), and they start in parallel."""
         for index in indices:
             self._actors.start(index, self._actor_seed(index))
-            self._sent[index] = None
-        for index in indices:
-            for _ in range(self._actors.in_flight):
+            self._sent[index], self._asked[index] = None, 0
+        for _ in range(self._actors.in_flight):  # in the order the chunks will come back
+            for index in indices:
                 self._request(index)
 
     def _request(self, index: int) -> None:
         """Ask actor `index` for a chunk, with the newest weights where it lacks them."""
-        version = int(self._counters.updates.numpy()) // self._period
-        if version != self._version:
-            self._published, self._version = self._actors.publish(self._network.get_weights()), version
-        weights = self._published if self._sent[index] != version else None
-        self._sent[index] = version
-        self._actors.request(index, weights, int(self._counters.env_steps.numpy()))
+        updates = int(self._counters.updates.numpy())
+        if updates // self._period != self._version:
+            self._settle()
+            updates = int(self._counters.updates.numpy())
+            self._published = self._actors.publish(self._network.get_weights())
+            self._version, self._published_updates = updates // self._period, updates
+        weights = self._published if self._sent[index] != self._version else None
+        self._sent[index] = self._version
+        self._actors.request(index, weights, self._published_updates, self._clock_at_take())
+        self._asked[index] += 1
+
+    def _clock_at_take(self) -> int:
+        """The run's env step when the learner will take the chunk asked for now: after the rest of the
+        chunk it holds and every chunk asked for before (they come back in about the order asked)."""
+        held = self._chunk.steps - self._t if self._chunk is not None else 0
+        ahead = held + sum(self._asked) * self._chunk_steps
+        return int(self._counters.env_steps.numpy()) + ahead * self._per_actor
 
     def collect(self) -> Transitions:
         if self._chunk is None or self._t == self._chunk.steps:
@@ -86,7 +113,7 @@ class RemoteCollector:
             if not self._started:
                 self._start(list(range(self._count)))
                 self._started = True
-            self._chunk, self._t = self._receive(), 0
+            self._receive()
             self._timer.add("wait", started)
         chunk, t = self._chunk, self._t
         self._t += 1
@@ -102,22 +129,41 @@ class RemoteCollector:
         return Transitions(chunk.frame[t], chunk.action[t], chunk.reward[t], chunk.terminated[t], chunk.truncated[t],
                            final_frame, games, streams)
 
-    def _receive(self):
-        """The next chunk any actor sent; the sender is asked for its next one at once. A stop request
-        ends the wait (stuck actors must not keep a SIGINT or SIGTERM from checkpointing)."""
+    def _receive(self) -> None:
+        """Take the next chunk any actor sent; the sender is asked for its next one at once. A stop
+        request ends the wait (stuck actors must not keep a SIGINT or SIGTERM from checkpointing), and
+        wins over an actor's death or error (a group signal kills the actors with the learner)."""
         while True:
             while not self._ready:
                 self._ready.extend(self._actors.wait(timeout=WAIT_SECONDS))
                 if not self._ready and self._should_stop():
                     raise CollectionStopped()
             index, result = self._ready.pop(0)
+            self._asked[index] -= 1
+            if isinstance(result, (ActorError, ActorDied)) and self._should_stop():
+                raise CollectionStopped()
             if isinstance(result, ActorError):
                 raise ActorFailure(f"actor {index} ({self._pid(index)}) failed: {result.message}")
             if isinstance(result, ActorDied):
                 self._replace(index, result.how)
                 continue
+            self._chunk, self._t = result, 0
+            self._record_lag(result)
             self._request(index)
-            return result
+            return
+
+    def _record_lag(self, chunk) -> None:
+        env_steps, updates = self._counters.read()
+        self._lags.append((updates - chunk.weights_updates, env_steps - chunk.start_env_steps))
+
+    def metrics(self) -> dict:
+        """The median lags of the chunks taken since the last call, as TensorBoard tags ({} if none):
+        how many updates old their weights were, and how many env steps behind their epsilon clock."""
+        if not self._lags:
+            return {}
+        policy_lag, epsilon_lag = np.median(np.array(self._lags, np.float64), axis=0)
+        self._lags.clear()
+        return {"perf/policy_lag_updates": float(policy_lag), "perf/epsilon_lag_steps": float(epsilon_lag)}
 
     def _replace(self, index: int, how: str) -> None:
         """Restart a dead actor once, its streams' unfinished episodes cut as truncations."""

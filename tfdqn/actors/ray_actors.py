@@ -1,12 +1,17 @@
 """Ray actors (`actors.kind: ray`): the same `ActorWorker` as actor processes, on this machine or a cluster.
 
 Only Ray core is used: `ray.remote` actors, one `ray.put` per weight sync (every actor reads that one
-object), and `ray.wait` on the outstanding chunk requests. Ray queues an actor's method calls, so each
-actor has two requests out: it starts its next chunk while the learner takes the last one, and no more
-than two finished chunks per actor wait in the object store. `ray.wait` may return any ready reference,
-so it is asked only about each actor's oldest request: an actor's chunks reach the replay in order. `actors.ray_address` joins a running
-cluster (`auto`: the one this machine joined with `ray start`); empty starts Ray here, with a small
-object store, and shuts it down again at the end. Needs the `ray` extra (`pip install tfdqn[ray]`).
+object), and `ray.wait` on the outstanding chunk requests. Each actor has one request out, as actor
+processes do: it is asked for its next chunk when the learner takes its last one, so a chunk acts on
+weights and an epsilon clock at most one round of chunks old when the learner takes it (two requests
+out would double that lag). `actors.ray_address` joins a running cluster (`auto`: the one this machine
+joined with `ray start`); empty starts Ray here, with a small object store and without the task events
+and metrics that only Ray's dashboard reads (they cost CPU on every call), and shuts it down again at the
+end. Needs the `ray` extra (`pip install tfdqn[ray]`).
+
+A SIGTERM to the learner's process group also reaches the Ray processes it started (they share it): their
+actors then answer as dead or unreachable, which the collector ignores once the stop is requested, and
+`ray.shutdown` ends what is left.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from tfdqn.actors.transport import ActorDied, ActorError
 from tfdqn.errors import UserError, one_line
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # chunks are small and short-lived; Ray's default takes 30% of memory
+LOCAL_SYSTEM_CONFIG = {"task_events_report_interval_ms": 0, "enable_metrics_collection": False, "event_stats": False}
 
 
 def _import_ray():
@@ -33,7 +39,7 @@ def _import_ray():
 class RayActors:
     """Starts, asks, waits on and stops Ray actors; `RemoteCollector` decides what to ask."""
 
-    in_flight = 2
+    in_flight = 1  # requests per actor at a time (the module docstring says why)
 
     def __init__(self, config):
         self._ray = ray = _import_ray()
@@ -45,7 +51,7 @@ class RayActors:
             else:  # the local scheduler must fit every actor's reservation, whatever the core count
                 cpus = max(os.cpu_count() or 1, int(-(-actors.count * actors.cpus_per_actor // 1)))
                 ray.init(num_cpus=cpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
-                         logging_level=logging.ERROR, log_to_driver=False)
+                         logging_level=logging.ERROR, log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG)
         from tfdqn.actors.worker import ActorWorker
 
         self._config = config
@@ -73,9 +79,9 @@ class RayActors:
         """One object in Ray's store that every actor's next request reads."""
         return self._ray.put(weights)
 
-    def request(self, index: int, weights, env_steps: int) -> None:
+    def request(self, index: int, weights, weights_updates: int, env_steps: int) -> None:
         self._pending.setdefault(index, collections.deque()).append(
-            self._handles[index].collect.remote(weights, env_steps))
+            self._handles[index].collect.remote(weights, weights_updates, env_steps))
 
     def wait(self, timeout: float | None = None) -> list[tuple[int, object]]:
         """Until some actor's oldest request finishes (at most `timeout` s): (index, Chunk, ActorError or ActorDied)."""

@@ -38,6 +38,8 @@ class Chunk(NamedTuple):
     next_frame: np.ndarray   # [M, *frame_shape]: the frames after the last step (the next chunk's first)
     games: list              # (t, m, raw return, length) of every whole game that ended
     busy_seconds: float      # time the actor spent acting and stepping for this chunk
+    weights_updates: int     # the learner's update count when the weights this chunk acted with were read
+    start_env_steps: int     # the epsilon clock at the chunk's first step (the run's env step it stands for)
 
     @property
     def steps(self) -> int:
@@ -71,7 +73,7 @@ def actor_exploration(config: DQNConfig, index: int):
 
 
 class ActorWorker:
-    """Actor `index` of a run: `collect(weights, env_steps)` returns the next chunk."""
+    """Actor `index` of a run: `collect(weights, weights_updates, env_steps)` returns the next chunk."""
 
     def __init__(self, config: DQNConfig, index: int, seed: int):
         start_tensorflow()
@@ -82,6 +84,7 @@ class ActorWorker:
         self._network, actor = make_acting_copy(config, actor_exploration(config, index), spec.observation_shape,
                                                 spec.frame_dtype, spec.num_actions, seed)
         self._env_steps = actor.env_steps
+        self._weights_updates = 0  # the update count of the weights the network holds
         self._collector = VectorEnvCollector(vector, spec, actor, PhaseTimer(), seed=seed)
         m = vector.num_envs
         self._frame = np.zeros((self._steps, m, *spec.frame_shape), spec.frame_dtype)
@@ -89,12 +92,14 @@ class ActorWorker:
     def pid(self) -> int:
         return os.getpid()
 
-    def collect(self, weights: list | None, env_steps: int) -> Chunk:
-        """Set the weights where new ones came, take the run's env step count (the epsilon schedule
-        reads it), and step the envs `actors.chunk_steps` times."""
+    def collect(self, weights: list | None, weights_updates: int, env_steps: int) -> Chunk:
+        """Set the weights where new ones came (read at learner update `weights_updates`), set the
+        epsilon clock to `env_steps` (the run's env step at which the learner will start taking this
+        chunk), and step the envs `actors.chunk_steps` times, the clock moving with this actor's steps."""
         started = time.perf_counter()
         if weights is not None:
             self._network.set_weights(weights)
+            self._weights_updates = weights_updates
         self._env_steps.assign(env_steps)
         shape = self._frame.shape[:2]
         action, reward = np.zeros(shape, np.int32), np.zeros(shape, np.float32)
@@ -112,7 +117,7 @@ class ActorWorker:
         final_frame = np.stack(final_frames) if final_frames else np.zeros((0, *self._frame.shape[2:]), self._frame.dtype)
         return Chunk(self.index, self._frame.copy(), action, reward, terminated, truncated,
                      np.array(ended, np.int64).reshape(-1, 2), final_frame, self._collector.state().frames.copy(),
-                     games, time.perf_counter() - started)
+                     games, time.perf_counter() - started, self._weights_updates, env_steps)
 
     def close(self) -> None:
         self._collector.close()

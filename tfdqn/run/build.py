@@ -121,8 +121,9 @@ def _open_envs(config: DQNConfig) -> tuple:
 
 
 def _make_collector(config: DQNConfig, vector, spec: EnvSpec, agent: Agent, timer: PhaseTimer, replay,
-                    replay_lock: threading.Lock, stop: StopRequest):
-    """The in-process collector of `vector`, or the collector of the actors `actors.kind` names."""
+                    replay_lock: threading.Lock, stop: StopRequest, settle_learner):
+    """The in-process collector of `vector`, or the collector of the actors `actors.kind` names, which
+    calls `settle_learner()` before it reads the weights it sends."""
     if vector is not None:
         return VectorEnvCollector(vector, spec, agent.actor, timer, seed=config.run.seed)
     actors = (ProcessActors if config.actors.kind == "process" else RayActors)(config)
@@ -132,7 +133,7 @@ def _make_collector(config: DQNConfig, vector, spec: EnvSpec, agent: Agent, time
             replay.cut_episodes(final_frame, streams)
 
     return RemoteCollector(actors, config, spec, agent.counters, agent.online, cut_episodes, timer,
-                           should_stop=lambda: stop.requested)
+                           should_stop=lambda: stop.requested, settle=settle_learner)
 
 
 def _restore(checkpointer: Checkpointer, collector, replay, agent: Agent, seed: int) -> int:
@@ -188,7 +189,10 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
             agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
             timer = PhaseTimer()
             stop = StopRequest()
-            collector = _make_collector(config, vector, spec, agent, timer, replay, replay_lock, stop)
+            # The driver is made after a resume restored the counters; the collector reads weights only
+            # once the loop runs, so it settles whichever driver the run has by then.
+            collector = _make_collector(config, vector, spec, agent, timer, replay, replay_lock, stop,
+                                        settle_learner=lambda: driver.settle())
             until_owned.pop_all()
         closing.callback(collector.close)
         checkpointer = Checkpointer(run_dir / "checkpoints", agent, replay)

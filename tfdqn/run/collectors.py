@@ -96,6 +96,10 @@ class VectorEnvCollector:
         self._timer.add("act", t)  # building the next observation is part of acting
         return transitions
 
+    def metrics(self) -> dict:
+        """Nothing to report: acting here uses the learner's own weights and step count, with no lag."""
+        return {}
+
     def state(self) -> CollectorState:
         return CollectorState(self._frames, self._stack, self._vector if self._envs_pickle else None)
 
