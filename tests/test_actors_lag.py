@@ -17,7 +17,7 @@ def policy_lag_bound(config: DQNConfig) -> float:
     """weight_sync_period + one round of chunks (one per actor) in updates, rounded up to whole update rounds."""
     actors, run = config.actors, config.run
     round_env_steps = actors.count * actors.chunk_steps * actors.envs_per_actor
-    return actors.weight_sync_period + math.ceil(round_env_steps / run.update_every) * run.update_every / run.training_interval
+    return actors.weight_sync_period + math.ceil(round_env_steps / run.env_steps_per_round) * run.env_steps_per_round / run.training_interval
 
 
 @pytest.mark.slow

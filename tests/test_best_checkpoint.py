@@ -21,7 +21,7 @@ from tfdqn.sources import read_best
 from tfdqn.telemetry.tensorboard import read_scalars
 
 # One env and an update per step (as tests/data/cartpole_small.yaml), so evaluations fall on 500, 1000, ...
-RUN = {"run.num_envs": 1, "run.training_interval": 1, "run.update_every": 1, "compute.update_jit_compile": False,
+RUN = {"run.num_envs": 1, "run.training_interval": 1, "run.env_steps_per_round": 1, "compute.update_jit_compile": False,
        "run.total_steps": 2000, "run.learning_starts": 500, "run.checkpoint_every": 1000, "run.eval_every": 500,
        "run.eval_episodes": 2, "run.log_every": 500, "run.final_eval_episodes": 2, "run.seed": 3}
 

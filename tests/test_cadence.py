@@ -46,7 +46,7 @@ def test_crossed_fires_exactly_once_per_period_over_a_run():
 
 
 def test_updates_fall_due_in_rounds_of_update_every():
-    """update_every 256, interval 2 (SB3's zoo CartPole): the updates owed at each multiple of 256 (128
+    """env_steps_per_round 256, interval 2 (SB3's zoo CartPole): the updates owed at each multiple of 256 (128
     after the first), none between, and the same total as updating every step at a round's end."""
     due = [updates_due(t, 1000, 2, 256) for t in range(0, 3073)]
     assert due[1023] == 0 and due[1024] == 12 and due[1279] == 12 and due[1280] == 140

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO, tensorboard_tags
-from tfdqn.telemetry.windows import steady_state
+from tools.windows import steady_state
 
 _spec = importlib.util.spec_from_file_location("compare_intervals", REPO / "tools" / "compare_intervals.py")
 compare_intervals = importlib.util.module_from_spec(_spec)
@@ -52,7 +52,7 @@ def test_sweep_writes_csv_table_figures_and_tensorboard_logs(tmp_path):
     assert [(int(r["training_interval"]), int(r["repeat"])) for r in rows] == [(1, 0), (4, 0)]
     for row in rows:
         ratio = float(row["updates_per_sec"]) / float(row["env_steps_per_sec"])
-        assert ratio == pytest.approx(1 / int(row["training_interval"]), rel=0.3)  # update_every pinned to 1
+        assert ratio == pytest.approx(1 / int(row["training_interval"]), rel=0.3)  # env_steps_per_round pinned to 1
         assert float(row["updates_per_sec_min"]) > 0  # no window from before learning starts
         if row.get("cpu_util"):  # system/ readings are 1 s samples: a short run's steady windows may hold none
             assert 0.0 < float(row["cpu_util"]) <= 1.05 and float(row["rss_gib"]) > 0

@@ -76,6 +76,14 @@ def test_malformed_files(tmp_path, text, needle):
         C.build_config([path], {})
 
 
+def test_a_renamed_key_still_reads_under_its_old_name(tmp_path):
+    """run.update_every became run.env_steps_per_round: old run folders' config.yaml and old commands still work."""
+    old = tmp_path / "old.yaml"
+    old.write_text("run:\n  update_every: 64\n")
+    assert C.build_config([old], {}).run.env_steps_per_round == 64
+    assert C.build_config([], {"run.update_every": 32}).run.env_steps_per_round == 32
+
+
 def test_missing_file(tmp_path):
     with pytest.raises(UserError, match="does not exist"):
         C.build_config([tmp_path / "nope.yaml"], {})

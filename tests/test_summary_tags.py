@@ -47,7 +47,7 @@ def test_a_run_writes_the_phases_it_charged_and_no_learner_figure_before_its_fir
     charges no update to the loop thread; evaluation off, no eval share."""
     from tfdqn.run.loop import train
 
-    train(_config(total_steps=600, learning_starts=2000, log_every=200, num_envs=1, update_every=1,
+    train(_config(total_steps=600, learning_starts=2000, log_every=200, num_envs=1, env_steps_per_round=1,
                   final_eval_episodes=1), tmp_path / "idle", quiet=True)
     train(_config(total_steps=1200, learning_starts=300, log_every=300, async_learner=True, final_eval_episodes=1),
           tmp_path / "async", quiet=True)

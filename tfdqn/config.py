@@ -105,7 +105,7 @@ class RunConfig:
     total_steps: int = _field(50_000, "env steps to train for")
     learning_starts: int = _field(1_000, "env steps of acting before the first update")
     training_interval: int = _field(1, "env steps per gradient update")
-    update_every: int = _field(1, "env steps between update rounds: the updates owed by then run together "
+    env_steps_per_round: int = _field(1, "env steps between update rounds: the updates owed by then run together "
                                   "in fused calls (SB3's train_freq); 1: after every vector step")
     seed: int = _field(0, "seed of every random number generator in the run")
     log_every: int = _field(1_000, "env steps between TensorBoard summaries")
@@ -251,8 +251,12 @@ def _unknown_key(key: str) -> UserError:
     return UserError(f"unknown config key {key!r}{hint}")
 
 
+# Keys renamed since a release: a saved run's config.yaml or an old command line still reads.
+RENAMED = {"run.update_every": "run.env_steps_per_round"}
+
+
 def _apply(values: dict[str, dict], key: str, raw) -> None:
-    section, _, name = key.partition(".")
+    section, _, name = RENAMED.get(key, key).partition(".")
     if section not in values or name not in values[section]:
         raise _unknown_key(key)
     values[section][name] = _coerce(key, raw, _field_type(section, name))
@@ -352,7 +356,7 @@ def _check(ok: bool, key: str, value, allowed: str) -> None:
 def validate(c: DQNConfig) -> None:
     """Every range rule in one place; the first broken one becomes a one-line UserError."""
     positive = [("run.total_steps", c.run.total_steps), ("run.training_interval", c.run.training_interval),
-                ("run.update_every", c.run.update_every),
+                ("run.env_steps_per_round", c.run.env_steps_per_round),
                 ("replay.capacity", c.replay.capacity), ("replay.batch_size", c.replay.batch_size),
                 ("learner.target_update_period", c.learner.target_update_period),
                 ("run.log_every", c.run.log_every), ("env.frame_stack", c.env.frame_stack),

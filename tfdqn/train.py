@@ -115,8 +115,14 @@ def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
 
 def final_evaluation_line(summary: dict) -> str:
-    return (f"final evaluation: {summary['final_eval_episodes']} episodes, return "
+    """The product's evaluation, which network it is, and what the last network scored on the same games."""
+    line = (f"final evaluation: {summary['final_eval_episodes']} episodes, return "
             f"{summary['final_eval_return_mean']:.1f} ± {summary['final_eval_return_std']:.1f}")
+    network = summary.get("final_network")  # absent from summaries written before the run had a product
+    if network is None or network["source"] == "last":
+        return line
+    return (f"{line} (best-evaluated network, env step {network['env_steps']}, exported to policy/; the last "
+            f"network: {summary['last_network_eval_return_mean']:.1f})")
 
 
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:

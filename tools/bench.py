@@ -105,7 +105,7 @@ DEFAULT_NETWORK = "_default_network"  # key suffix of the default network's figu
 
 def mlp_update_figures(seconds: float) -> dict:
     """A CartPole network's update (batch 64, double DQN) as the loop runs it: k batches sampled by the
-    host ring, then one fused call. Before `run.update_every` and XLA by default, the 8-env interval-2 loop
+    host ring, then one fused call. Before `run.env_steps_per_round` and XLA by default, the 8-env interval-2 loop
     made 4 per call without XLA on the zoo's 4-256-256-2 network; the default config now makes 64 with
     XLA, on a 4-128-128-2 network (its own row)."""
     from tfdqn import config as config_lib

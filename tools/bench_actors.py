@@ -41,7 +41,7 @@ from tfdqn import config as config_lib  # noqa: E402
 from tfdqn.atomic import write_json  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow  # noqa: E402
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
-from tfdqn.telemetry.windows import steady_state, window_series  # noqa: E402
+from tools.windows import steady_state, window_series  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 KINDS = ("inline", "async", "process", "ray")

@@ -2,7 +2,7 @@
 
     python tools/compare_intervals.py --env CartPole --intervals 1 4 16 --steps 6000 --repeats 2 --out DIR
 
-Every run uses the same seed and config and starts learning after 5% of its steps. `run.update_every`
+Every run uses the same seed and config and starts learning after 5% of its steps. `run.env_steps_per_round`
 is pinned to 1 (an update as soon as one is due) unless --set gives it: the CartPole default's rounds of
 updates would blur the comparison. The repeats are interleaved (1, 4, 16, 1, 4, 16, ...) so a slow
 spell of the machine does not land on one interval only.
@@ -33,7 +33,7 @@ from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # n
 from tfdqn.errors import UserError  # noqa: E402
 from tfdqn.run.run_dir import choose_run_dir  # noqa: E402
 from tfdqn.run.signals import exit_code  # noqa: E402
-from tfdqn.telemetry.windows import steady_state, window_series  # noqa: E402
+from tools.windows import steady_state, window_series  # noqa: E402
 
 # The per-window scalars the table and figure use, under the names of the CSV's columns.
 WINDOW_TAGS = {"perf/env_steps_per_sec": "env_steps_per_sec", "perf/updates_per_sec": "updates_per_sec",
@@ -68,7 +68,7 @@ def make_config(args: argparse.Namespace, interval: int) -> config_lib.DQNConfig
     """The env's config as `python -m tfdqn.train --env` resolves it, with the sweep's run settings, a
     replay as large as the run, and one update as soon as it is due unless --set says otherwise."""
     learning_starts = args.learning_starts if args.learning_starts is not None else max(args.steps // 20, 100)
-    overrides = {"replay.capacity": max(args.steps, 1000), "run.update_every": 1, **config_lib.parse_set(args.set),
+    overrides = {"replay.capacity": max(args.steps, 1000), "run.env_steps_per_round": 1, **config_lib.parse_set(args.set),
                  "env.id": args.env, "run.total_steps": args.steps, "run.training_interval": interval,
                  "run.seed": args.seed, "run.learning_starts": learning_starts, "run.log_every": max(args.steps // 10, 1),
                  "run.checkpoint_every": 0, "run.eval_every": 0, "run.final_eval_episodes": 1}

@@ -15,7 +15,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
-import tensorboard_view  # noqa: E402  (tools/tensorboard_view.py, beside this script)
+from tools import tensorboard_view  # noqa: E402
 
 
 def build_parser() -> OneLineErrorParser:

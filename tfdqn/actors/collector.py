@@ -11,8 +11,8 @@ next request, with the update count they were read at.
 
 Lag: a chunk is taken about one round of chunks (one per actor) after it was asked for, so its weights
 are at most `weight_sync_period` updates plus one round's updates old when the learner takes it:
-policy lag <= weight_sync_period + ceil(count * chunk_steps * envs_per_actor / update_every) *
-update_every / training_interval while the actors, equally fast, keep the learner busy (less when it
+policy lag <= weight_sync_period + ceil(count * chunk_steps * envs_per_actor / env_steps_per_round) *
+env_steps_per_round / training_interval while the actors, equally fast, keep the learner busy (less when it
 waits for them; a chunk of an actor slower than the others waits longer).
 Its epsilon clock starts where the run's env step counter will be when the learner takes it (the
 counter now plus every step asked for before it), so each transition's epsilon is the one the

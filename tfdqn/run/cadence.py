@@ -1,12 +1,14 @@
 """The run's two cadence rules as pure functions: how many updates are owed, and when a periodic task is due."""
 
 
-def updates_due(env_steps: int, learning_starts: int, training_interval: int, update_every: int = 1) -> int:
+def updates_due(env_steps: int, learning_starts: int, training_interval: int,
+                env_steps_per_round: int = 1) -> int:
     """Total gradient updates owed after `env_steps` env steps: one per `training_interval` steps past
-    `learning_starts`, counted at the last multiple of `update_every` (so they fall due in rounds of
-    `update_every / training_interval`, run as fused calls). The loop runs `updates_due(...) - updates_done`;
+    `learning_starts`, counted at the last multiple of `env_steps_per_round` (so they fall due in rounds of
+    `env_steps_per_round / training_interval`, run as fused calls). The loop runs `updates_due(...) - updates_done`;
     this is the only cadence rule."""
-    return max(0, env_steps // update_every * update_every - learning_starts) // training_interval
+    rounds_end = env_steps // env_steps_per_round * env_steps_per_round
+    return max(0, rounds_end - learning_starts) // training_interval
 
 
 def crossed(before: int, after: int, every: int) -> bool:

@@ -9,7 +9,7 @@ So async + device replay samples inside the graph as inline device replay does: 
 through the host.
 
 The ratio of updates to env steps is 1 / training_interval in every mode, in rounds every
-`run.update_every` env steps (`cadence.updates_due`).
+`run.env_steps_per_round` env steps (`cadence.updates_due`).
 The background thread's batches depend on thread timing (within one vector step of updates), so
 async runs are not bit-reproducible; the synchronous modes are.
 """
@@ -205,9 +205,9 @@ def make_driver(config, agent, replay, replay_lock: threading.Lock, timer: Phase
     source_type = DeviceReplayUpdates if config.replay.device == "accelerator" else HostReplayUpdates
     source = source_type(agent.learner, replay, config.replay.batch_size)
     run = config.run
-    cadence = (run.learning_starts, run.training_interval, run.update_every)
+    cadence = (run.learning_starts, run.training_interval, run.env_steps_per_round)
     if not run.async_learner:
         return InlineDriver(source, agent.counters, cadence, timer)
     # One vector step's updates, or one round's, may be pending.
-    slack = max(1, -(-max(num_envs, run.update_every) // run.training_interval))
+    slack = max(1, -(-max(num_envs, run.env_steps_per_round) // run.training_interval))
     return BackgroundDriver(source, agent.counters, cadence, slack, replay_lock, timer)
