@@ -107,8 +107,13 @@ def test_a_run_says_where_it_writes_moves_its_bar_every_second_and_ends_in_one_l
     text = (run_dir / "summary.json").read_text()
     assert text.startswith('{\n  "env_id": "CartPole-v1",\n')  # indented
     summary = yaml.safe_load(text)
-    assert lines[-2:] == [f"final evaluation: 2 episodes, return {summary['final_eval_return_mean']:.1f} ± "
-                          f"{summary['final_eval_return_std']:.1f}", f"summary: {run_dir / 'summary.json'}"]
+    product = f"final evaluation: 2 episodes, return {summary['final_eval_return_mean']:.1f} ± " \
+              f"{summary['final_eval_return_std']:.1f}"
+    network = summary["final_network"]  # periodic evaluation is on: the best-evaluated network or the last
+    if network["source"] == "best":
+        product += (f" (best-evaluated network, env step {network['env_steps']}, exported to policy/; the last "
+                    f"network: {summary['last_network_eval_return_mean']:.1f})")
+    assert lines[-2:] == [product, f"summary: {run_dir / 'summary.json'}"]
     # A summary is due only at the end (log_every 100,000), yet the bar moved about once a second (each
     # refresh waits for the loop iteration under way: slack for a loaded machine's long update rounds).
     shown = {int(m.group(1)) for m in re.finditer(r"\| (\d+)/\d+ \[[^\]]*steps_per_s=", result.stderr)}

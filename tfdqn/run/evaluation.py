@@ -24,8 +24,9 @@ MAX_EVALUATION_ENVS = 16  # games played side by side; more episodes than this t
 
 
 def evaluation_seed(seed: int, purpose: int, env_steps: int) -> int:
-    """A 32-bit seed that no training env and no other evaluation of the run shares."""
-    return derive_seed(seed, purpose, env_steps)
+    """A 31-bit seed that no training env and no other evaluation of the run shares (31 bits: env 0 of
+    a vector evaluation is reset with it, and ale-py's vector env takes a non-negative C int)."""
+    return derive_seed(seed, purpose, env_steps, bits=31)
 
 
 def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float, seed: int | None = None,
