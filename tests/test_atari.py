@@ -85,5 +85,23 @@ def test_logged_returns_are_raw_while_the_loss_sees_clipped_rewards(tmp_path, ru
     rows = (tmp_path / "si" / "episodes.csv").read_text().splitlines()[1:]
     returns = [float(row.split(",")[1]) for row in rows]
     assert returns and all(r % 5 == 0 for r in returns) and max(returns) >= 50, returns
-    config = (tmp_path / "si" / "config.yaml").read_text()
-    assert "clip_rewards: true" in config
+    # The learner the run's saved config builds takes those raw scores and computes its TD loss on their
+    # signs: with terminal transitions the target is the reward itself, so the loss is known exactly.
+    from tfdqn import config as config_lib
+    from tfdqn.agent.agent import make_agent
+
+    config = config_lib.build_config([tmp_path / "si" / "config.yaml"], {})
+    agent = make_agent(config, (4, 84, 84), np.uint8, 6)
+    rng = np.random.default_rng(0)
+    observation = rng.integers(0, 256, (32, 4, 84, 84), dtype=np.uint8)
+    action = rng.integers(0, 6, 32).astype(np.int32)
+    reward = rng.choice([0.0, 5.0, 10.0, 30.0], 32).astype(np.float32)
+    q_taken = agent.online(observation).numpy()[np.arange(32), action]
+
+    def huber_mean(target):
+        error = np.abs(target - q_taken)
+        return np.mean(np.where(error <= 1.0, 0.5 * error**2, error - 0.5))
+
+    metrics = agent.learner.update(observation, action, reward, np.zeros(32, np.float32), observation)
+    assert float(metrics["td_loss"]) == pytest.approx(huber_mean(np.sign(reward)), rel=1e-4)
+    assert float(metrics["td_loss"]) != pytest.approx(huber_mean(reward), rel=1e-2)

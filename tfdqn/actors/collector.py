@@ -4,16 +4,16 @@ It plays the in-process collector's part in the loop (`collect`, `state`, `resto
 loop, the update drivers and the hooks do not change: each `collect` hands over one vector step of one
 actor's envs, from the chunk that actor sent, as `Transitions` of that actor's replay streams (the loop
 advances the run's env step counter by their count). The learner's driver then runs the updates
-owed, so the ratio of updates to env steps is the configured one whatever the actors' speed: the learner waits for chunks
-when it is ahead, and an actor whose chunk the learner has not taken yet is paused (the transport
-bounds the requests out). Weights go out every `actors.weight_sync_period` updates, with each actor's
+owed, so the ratio of updates to env steps is the configured one whatever the actors' speed: the
+learner waits for chunks when it is ahead, and an actor whose chunk the learner has not taken yet is
+paused (the transport bounds the requests out). Weights go out every `actors.weight_sync_period` updates, with each actor's
 next request, with the update count they were read at.
 
 Lag: a chunk is taken about one round of chunks (one per actor) after it was asked for, so its weights
 are at most `weight_sync_period` updates plus one round's updates old when the learner takes it:
-policy lag <= weight_sync_period + ceil(count * chunk_steps * envs_per_actor / env_steps_per_round) *
-env_steps_per_round / training_interval while the actors, equally fast, keep the learner busy (less when it
-waits for them; a chunk of an actor slower than the others waits longer).
+policy lag <= weight_sync_period + ceil(count * chunk_steps * envs_per_actor / env_steps_per_round)
+* env_steps_per_round / training_interval while the actors, equally fast, keep the learner busy (less
+when it waits for them; a chunk of an actor slower than the others waits longer).
 Its epsilon clock starts where the run's env step counter will be when the learner takes it (the
 counter now plus every step asked for before it), so each transition's epsilon is the one the
 in-process collector would use. `metrics()` reports both lags as measured when chunks are taken.

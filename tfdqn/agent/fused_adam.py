@@ -39,8 +39,8 @@ def _private_ok(slots_ok: bool = True) -> bool:
 class FusedAdam(keras.optimizers.Adam):
     """Keras Adam with the same arithmetic and the same slot variables (so checkpoints are
     interchangeable), but each variable's step is one fused kernel instead of about ten element-wise
-    ops that each read and write the whole tensor. For the Nature CNN's 1.7 M parameters that is
-    2.1 instead of 4.7 ms per step on 2 CPU cores, a tenth of the update (docs/performance.md).
+    ops that each read and write the whole tensor: for the Nature CNN, a tenth of the update on a CPU
+    (docs/performance.md has the timing).
 
     The fused path is taken where the fence allows it and `use_private` is true: decided at
     construction, and once more when `build` makes the slots, before any step."""
