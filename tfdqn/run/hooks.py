@@ -9,7 +9,6 @@ calls itself (`run/saving.py`), not a hook.
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import pathlib
 import time
@@ -99,7 +98,6 @@ class SummaryHook(PeriodicHook):
         super().__init__(period, at_end=True)
         self._s = sources
         self._last = sources.counters.read()
-        self.system_means = collections.defaultdict(list)  # every summary's system readings, for summary.json
         self._bar = tqdm.tqdm(total=total_steps, initial=self._last[0], disable=quiet, unit="step",
                               dynamic_ncols=True)
         self._bar_shown = (time.monotonic(), self._last[0])  # when the bar was last refreshed, at which env step
@@ -132,11 +130,8 @@ class SummaryHook(PeriodicHook):
         s = self._s
         s.checkpoint.check_finite()
         shares = s.timer.window_shares()  # closes the window: what follows is charged to the next one
-        learner_timers = s.driver.timers
-        learner_shares = [timer.window_shares() for timer in learner_timers]
+        learner_shares = [timer.window_shares() for timer in s.driver.timers]
         system = s.monitor.drain()
-        for key, value in system.items():
-            self.system_means[key].append(value)
         now = s.counters.read()
         wall = shares.pop("wall_seconds")
         charged = s.timer.charged() | {"other"}
