@@ -13,17 +13,6 @@ from tfdqn.run.cadence import crossed
 from tfdqn.run.checkpoint import write_failure
 
 
-def check_finite(learner, kept_checkpoint: int | None) -> None:
-    """Stop with the env step where the TD loss first became NaN or Inf; never checkpoint past it."""
-    bad_update = int(learner.first_nonfinite_update.numpy())
-    if bad_update:
-        step = int(learner.first_nonfinite_env_step.numpy())
-        kept = (f"the last good checkpoint (env step {kept_checkpoint}) is kept" if kept_checkpoint
-                else "no checkpoint")
-        raise RunFailure(f"the TD loss became NaN or Inf at update {bad_update} (env step {step}); "
-                         f"{kept}; check the rewards or lower learner.learning_rate")
-
-
 class CheckpointService:
     """Saves a complete checkpoint every `period` env steps (0: only at the end) and at the last step.
 
@@ -44,8 +33,13 @@ class CheckpointService:
         return f"env step {self.last}" if self.last else "none"
 
     def check_finite(self) -> None:
-        """Stop the run if the TD loss became NaN or Inf (naming the checkpoint kept)."""
-        check_finite(self._learner, self.last)
+        """Stop with the env step where the TD loss first became NaN or Inf; never checkpoint past it."""
+        bad_update = int(self._learner.first_nonfinite_update.numpy())
+        if bad_update:
+            step = int(self._learner.first_nonfinite_env_step.numpy())
+            kept = f"the last good checkpoint ({self.kept()}) is kept" if self.last else "no checkpoint"
+            raise RunFailure(f"the TD loss became NaN or Inf at update {bad_update} (env step {step}); "
+                             f"{kept}; check the rewards or lower learner.learning_rate")
 
     def save(self, env_steps: int) -> None:
         """Write checkpoint `env_steps`; a failure stops the run in one line and keeps the previous one."""
