@@ -27,7 +27,7 @@ def test_bfloat16_agent_acts_greedily_and_updates_with_float32_weights():
     np.testing.assert_array_equal(agent.actor.act_with_epsilon(observation, 0.0).numpy(),
                                   np.argmax(q_values.numpy(), axis=-1))
     batch = (observation, rng.integers(0, 4, 6).astype(np.int32), np.ones(6, np.float32),
-             np.ones(6, np.float32), observation)
+             np.ones(6, np.float32), observation, np.ones(6, np.float32))
     before = [w.numpy().copy() for w in agent.online.trainable_weights]
     assert np.isfinite(agent.learner.update(*batch)["td_loss"].numpy())
     assert all(w.dtype == "float32" for w in agent.online.trainable_weights)

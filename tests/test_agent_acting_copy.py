@@ -19,7 +19,7 @@ def _agent(act_device: str):
 def _update(agent, rng) -> None:
     observation = rng.normal(size=(32, 4)).astype(np.float32)
     agent.learner.update(observation, rng.integers(0, 2, 32).astype(np.int32), rng.normal(size=32).astype(np.float32),
-                         np.ones(32, np.float32), rng.normal(size=(32, 4)).astype(np.float32))
+                         np.ones(32, np.float32), rng.normal(size=(32, 4)).astype(np.float32), np.ones(32, np.float32))
 
 
 def _same(a, b) -> bool:

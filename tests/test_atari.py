@@ -85,23 +85,40 @@ def test_logged_returns_are_raw_while_the_loss_sees_clipped_rewards(tmp_path, ru
     rows = (tmp_path / "si" / "episodes.csv").read_text().splitlines()[1:]
     returns = [float(row.split(",")[1]) for row in rows]
     assert returns and all(r % 5 == 0 for r in returns) and max(returns) >= 50, returns
-    # The learner the run's saved config builds takes those raw scores and computes its TD loss on their
-    # signs: with terminal transitions the target is the reward itself, so the loss is known exactly.
-    from tfdqn import config as config_lib
-    from tfdqn.agent.agent import make_agent
 
-    config = config_lib.build_config([tmp_path / "si" / "config.yaml"], {})
-    agent = make_agent(config, (4, 84, 84), np.uint8, 6)
+
+@pytest.mark.parametrize("game", ["Breakout", "SpaceInvaders"])  # Breakout's random play scores 1s; Space Invaders 5 to 30
+def test_three_step_returns_sum_each_clipped_reward_as_a_step_index_reference_does(game):
+    """Real ALE rewards, life-loss terminations and frame-cap truncations go into a 3-step ring that clips;
+    every frame holds its step index (a final frame: minus the index), so each sampled transition names
+    the steps its reward and discount must come from."""
+    n, gamma = 3, 0.99
+    env, spec = make_env(EnvConfig(id=game, frame_stack=4, max_episode_frames=600), seed=7)
+    replay = ReplayRing(3000, (1,), np.int64, 4, seed=0, n_step=n, gamma=gamma, clip_rewards=True)
     rng = np.random.default_rng(0)
-    observation = rng.integers(0, 256, (32, 4, 84, 84), dtype=np.uint8)
-    action = rng.integers(0, 6, 32).astype(np.int32)
-    reward = rng.choice([0.0, 5.0, 10.0, 30.0], 32).astype(np.float32)
-    q_taken = agent.online(observation).numpy()[np.arange(32), action]
-
-    def huber_mean(target):
-        error = np.abs(target - q_taken)
-        return np.mean(np.where(error <= 1.0, 0.5 * error**2, error - 0.5))
-
-    metrics = agent.learner.update(observation, action, reward, np.zeros(32, np.float32), observation)
-    assert float(metrics["td_loss"]) == pytest.approx(huber_mean(np.sign(reward)), rel=1e-4)
-    assert float(metrics["td_loss"]) != pytest.approx(huber_mean(reward), rel=1e-2)
+    env.reset()
+    steps = []  # (raw reward, terminated, truncated) of step t
+    for t in range(2000):
+        _, reward, terminated, truncated, _ = env.step(int(rng.integers(spec.num_actions)))
+        replay.add([[t]], [0], [reward], [terminated], [truncated], [[-(t + 1)]])
+        steps.append((reward, terminated, truncated))
+        if terminated or truncated:
+            env.reset()
+    assert {"terminated", "truncated"} <= {kind for _, te, tr in steps for kind, on in
+                                             (("terminated", te), ("truncated", tr)) if on}
+    indices = np.flatnonzero(replay.is_sampleable(np.arange(replay.capacity)))
+    batch = replay.gather(indices)
+    for t, reward, bootstrap, following in zip(batch.observation[:, -1, 0], batch.reward, batch.bootstrap,
+                                                batch.next_observation[:, -1, 0]):
+        expected, m = 0.0, 0
+        while m < n:
+            raw, terminated, truncated = steps[t + m]
+            expected += gamma ** m * np.sign(raw)
+            m += 1
+            if terminated or truncated:
+                break
+        ended = steps[t + m - 1][1] or steps[t + m - 1][2]
+        assert reward == pytest.approx(expected, rel=1e-6)
+        assert bootstrap == pytest.approx(0.0 if steps[t + m - 1][1] else gamma ** (m - 1))
+        assert following == (-(t + m) if ended else t + m)
+    assert game == "Breakout" or max(r for r, _, _ in steps) > 1  # where clipping changes the sums

@@ -32,7 +32,7 @@ def test_graph_sampler_draws_only_sampleable_slots_and_repeats_for_a_seed(stack_
     for _ in range(2):
         ring, _ = _play(stack_size, num_streams, slots=24, adds=70, seed=3)
         ring.flush()
-        slot = ring._draw(4000)
+        slot = ring.draw_uniform_in_graph(4000)
         accepted = ring._sampleable(slot).numpy()
         np.testing.assert_array_equal(accepted, ring.is_sampleable(slot.numpy()))
         batch = tf.function(lambda: ring.sample_in_graph(256))()
@@ -56,7 +56,7 @@ def test_replay_fed_fused_updates_trace_once():
     for t in range(100):
         ring.add(rng.normal(size=(1, 4)), [t % 2], [1.0], [t % 30 == 29], [False], rng.normal(size=(1, 4)))
     ring.flush()
-    update = agent.learner.make_replay_update(lambda: ring.sample_in_graph(16))
+    update = agent.learner.make_replay_update(lambda: ring.sample_in_graph(16), 16)
     for k in (1, 3, 8):
         metrics = update(tf.constant(k, tf.int32))
         assert np.isfinite(metrics["td_loss"].numpy())

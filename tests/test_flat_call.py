@@ -72,7 +72,7 @@ def test_flat_updates_leave_the_weights_the_public_call_leaves():
     for _ in range(5):
         batch = (rng.normal(size=(4, 3)).astype(np.float32), rng.integers(0, 2, 4).astype(np.int32),
                  rng.normal(size=4).astype(np.float32), np.ones(4, np.float32),
-                 rng.normal(size=(4, 3)).astype(np.float32))
+                 rng.normal(size=(4, 3)).astype(np.float32), np.ones(4, np.float32))
         loss = flat.update(*batch)["td_loss"].numpy()
         assert loss == public.update_function(*batch)["td_loss"].numpy()
     for a, b in zip(flat.online.get_weights() + flat.target.get_weights(),

@@ -4,7 +4,8 @@ import pytest
 import tensorflow as tf
 
 from tfdqn.config import LearnerConfig
-from tfdqn.agent.learner import Learner, td_target
+from tfdqn.agent.learner import Learner
+from tfdqn.agent.objectives import HuberObjective
 
 
 def _numpy_target(r, d, q_target, gamma, q_online=None):
@@ -16,22 +17,30 @@ def _numpy_target(r, d, q_target, gamma, q_online=None):
 
 
 @pytest.mark.parametrize("double", [False, True])
-def test_td_target_matches_numpy(double):
+def test_the_huber_objective_matches_numpy(double):
     rng = np.random.default_rng(0)
     r = rng.normal(size=16).astype(np.float32)
     d = rng.integers(0, 2, 16).astype(np.float32)
     q_target = rng.normal(size=(16, 5)).astype(np.float32)
     q_online = rng.normal(size=(16, 5)).astype(np.float32) if double else None
-    got = td_target(r, d, q_target, 0.97, q_online).numpy()
-    np.testing.assert_allclose(got, _numpy_target(r, d, q_target, 0.97, q_online), rtol=1e-6)
+    q_tm1, action = rng.normal(size=(16, 5)).astype(np.float32), rng.integers(0, 5, 16).astype(np.int32)
+    next_action = (q_online if double else q_target).argmax(axis=1).astype(np.int32)
+    loss, priority = HuberObjective(1.0)(q_tm1, action, r, 0.97 * d, q_target, next_action)
+    td_error = _numpy_target(r, d, q_target, 0.97, q_online) - q_tm1[np.arange(16), action]
+    np.testing.assert_allclose(priority.numpy(), np.abs(td_error), rtol=1e-5, atol=1e-6)
+    huber = np.where(np.abs(td_error) <= 1.0, 0.5 * td_error ** 2, np.abs(td_error) - 0.5)
+    np.testing.assert_allclose(loss.numpy(), huber, rtol=1e-5, atol=1e-6)
 
 
-def test_double_dqn_differs_from_max_where_the_nets_disagree():
-    q_target = np.array([[1.0, 9.0]], np.float32)
-    q_online = np.array([[3.0, 0.0]], np.float32)
-    r, d = np.zeros(1, np.float32), np.ones(1, np.float32)
-    assert td_target(r, d, q_target, 1.0).numpy()[0] == pytest.approx(9.0)
-    assert td_target(r, d, q_target, 1.0, q_online).numpy()[0] == pytest.approx(1.0)
+def test_double_dqn_selects_the_next_action_with_online_and_values_it_with_target():
+    learner = Learner(_tiny_model(0), _tiny_model(1), LearnerConfig(), (3,), np.float32)
+    observation = np.random.default_rng(1).normal(size=(64, 3)).astype(np.float32)
+    target_next = learner.target(observation)
+    chosen = learner._next_action(tf.constant(observation), target_next).numpy()
+    np.testing.assert_array_equal(chosen, learner.online(observation).numpy().argmax(axis=1))
+    plain = Learner(_tiny_model(0), _tiny_model(1), LearnerConfig(double_dqn=False), (3,), np.float32)
+    np.testing.assert_array_equal(plain._next_action(tf.constant(observation), target_next).numpy(),
+                                  target_next.numpy().argmax(axis=1))
 
 
 def _tiny_model(seed):
@@ -44,7 +53,7 @@ def _batch(seed, size=8):
     rng = np.random.default_rng(seed)
     return (rng.normal(size=(size, 3)).astype(np.float32), rng.integers(0, 2, size).astype(np.int32),
             rng.normal(size=size).astype(np.float32), np.ones(size, np.float32),
-            rng.normal(size=(size, 3)).astype(np.float32))
+            rng.normal(size=(size, 3)).astype(np.float32), np.ones(size, np.float32))
 
 
 def test_target_sync_exactly_on_period_boundaries_and_one_trace():
@@ -63,18 +72,21 @@ def test_target_sync_exactly_on_period_boundaries_and_one_trace():
     assert learner.update_function.experimental_get_tracing_count() == 1
 
 
-def test_update_loss_matches_a_numpy_reference():
-    config = LearnerConfig(double_dqn=True, huber_delta=1.0, gamma=0.9, clip_rewards=True, max_grad_norm=0.0)
+def test_update_loss_matches_a_numpy_reference_weighted_by_importance():
+    """The replay clips rewards (before n-step sums); the learner weights each sample's loss."""
+    config = LearnerConfig(double_dqn=True, huber_delta=1.0, gamma=0.9, max_grad_norm=0.0)
     learner = Learner(_tiny_model(2), _tiny_model(3), config, (3,), np.float32)
-    observation, action, reward, bootstrap, next_observation = _batch(7)
+    observation, action, reward, bootstrap, next_observation, _ = _batch(7)
     bootstrap[::2] = 0.0
+    weight = np.linspace(0.2, 1.0, 8).astype(np.float32)
     q_online = learner.online(observation).numpy()
-    y = _numpy_target(np.sign(reward), bootstrap, learner.target(next_observation).numpy(), 0.9,
+    y = _numpy_target(reward, bootstrap, learner.target(next_observation).numpy(), 0.9,
                       learner.online(next_observation).numpy())
     error = y - q_online[np.arange(8), action]
     huber = np.where(np.abs(error) <= 1.0, 0.5 * error**2, np.abs(error) - 0.5)
-    metrics = learner.update(observation, action, reward, bootstrap, next_observation)
-    assert float(metrics["td_loss"]) == pytest.approx(huber.mean(), rel=1e-5)
+    metrics = learner.update(observation, action, reward, bootstrap, next_observation, weight)
+    assert float(metrics["td_loss"]) == pytest.approx((weight * huber).mean(), rel=1e-5)
+    np.testing.assert_allclose(metrics["priority"].numpy(), np.abs(error), rtol=1e-5, atol=1e-6)
     assert float(metrics["q_values"]) == pytest.approx(q_online.max(axis=1).mean(), rel=1e-5)
 
 
@@ -125,7 +137,7 @@ def test_replay_fed_updates_draw_their_batches_inside_the_graph():
         draws.assign_add(1)
         return batch
 
-    update_from_replay = learner.make_replay_update(sample)
+    update_from_replay = learner.make_replay_update(lambda: (*sample(), tf.zeros(8, tf.int64)), 8)
     for k in (3, 1, 5):
         update_from_replay(tf.constant(k, tf.int32))
     assert int(draws.numpy()) == 9 and int(learner.updates.numpy()) == 9

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import fractions
 import importlib.resources
+import math
 import pathlib
 import typing
 
@@ -51,12 +53,26 @@ class ReplayConfig:
     batch_size: int = _field(64, "transitions per gradient update")
     device: str = _field("host", "where transitions live: host (NumPy ring; faster on CPU-only machines, "
                                  "docs/performance.md) or accelerator (tf.Variable storage, sampled inside the update graph)")
+    sampler: str = _field("uniform", "how batches are drawn: uniform, or prioritized (proportional to priority^alpha "
+                                     "with importance weights, Schaul et al. 2016)")
+    priority_exponent: float = _field(0.6, "prioritized: alpha, how strongly priorities skew sampling (0: uniform; "
+                                           "Schaul et al. 2016 use 0.6, Rainbow 0.5)")
+    importance_exponent: float = _field(0.4, "prioritized: beta at env step 0 of the importance weights "
+                                             "(N P(i))^-beta / max (Schaul et al. 2016)")
+    importance_exponent_end: float = _field(1.0, "prioritized: beta reached linearly at run.total_steps (1: full "
+                                                 "correction, Schaul et al. 2016)")
+    priority_epsilon: float = _field(1e-6, "prioritized: added to |TD error| (or the per-sample loss) so no "
+                                           "transition's priority is 0")
 
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
     kind: str = _field("auto", "network: auto (nature_cnn for image observations, else mlp), mlp or nature_cnn")
     hidden_sizes: tuple = _field((256, 256), "mlp: units per hidden layer")
+    dueling: bool = _field(False, "dueling head: Q = V + A - mean(A), value and advantage streams (Wang et al. 2016)")
+    noisy: bool = _field(False, "noisy linear layers after the body, factorised Gaussian noise drawn per call "
+                                "(Fortunato et al. 2018); exploration epsilon then defaults to 0")
+    noisy_sigma0: float = _field(0.5, "noisy: initial noise scale sigma0 / sqrt(inputs) (Fortunato et al. 2018)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +88,21 @@ class LearnerConfig:
     huber_delta: float = _field(1.0, "TD error beyond which the loss grows linearly")
     max_grad_norm: float = _field(10.0, "global gradient-norm clip; 0 turns clipping off")
     target_update_period: int = _field(500, "gradient updates between target-network copies")
-    clip_rewards: bool = _field(False, "clip rewards to their sign for the loss (logged returns stay raw)")
+    clip_rewards: bool = _field(False, "clip each reward to its sign for the loss, before n-step sums (logged "
+                                       "returns stay raw; Mnih et al. 2015)")
     n_step: int = _field(1, "rewards summed before bootstrapping: gamma^j-weighted over up to n steps of the "
-                            "episode (Hessel et al. 2018 use 3); host replay only")
+                            "episode (Hessel et al. 2018 use 3)")
+    loss: str = _field("huber", "huber (DQN, Mnih et al. 2015), categorical (C51, Bellemare et al. 2017) or "
+                                "quantile (QR-DQN, Dabney et al. 2018)")
+    num_atoms: int = _field(51, "categorical: atoms of the return distribution (Bellemare et al. 2017)")
+    v_min: float = _field(-10.0, "categorical: lowest atom, in return units (Bellemare et al. 2017)")
+    v_max: float = _field(10.0, "categorical: highest atom, in return units (Bellemare et al. 2017)")
+    num_quantiles: int = _field(200, "quantile: quantiles of the return distribution (Dabney et al. 2018)")
+    augment_pad: int = _field(0, "image observations: random shift, replicate-pad this many pixels and crop back, "
+                                 "drawn independently for observation and next observation (DrQ, Kostrikov et "
+                                 "al. 2021: 4); 0: off")
+    augment_intensity: float = _field(0.0, "image observations: intensity noise x * (1 + s * clip(N(0,1), -2, 2)) "
+                                           "per sample (DrQ(epsilon), Agarwal et al. 2021: 0.05); 0: off")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +132,8 @@ class ExplorationConfig:
 class RunConfig:
     total_steps: int = _field(50_000, "env steps to train for")
     learning_starts: int = _field(1_000, "env steps of acting before the first update")
-    training_interval: int = _field(1, "env steps per gradient update")
+    training_interval: float = _field(1.0, "env steps per gradient update; below 1 several updates per env step "
+                                         "(0.25: four)")
     env_steps_per_round: int = _field(1, "env steps between update rounds: the updates owed by then run together "
                                   "in fused calls (SB3's train_freq); 1: after every vector step")
     seed: int = _field(0, "seed of every random number generator in the run")
@@ -314,16 +343,23 @@ def read_yaml(path: pathlib.Path, _seen: tuple = ()) -> dict:
     return flat
 
 
-def build_config(files: list, overrides: dict) -> DQNConfig:
-    """Defaults, then each file in order, then the overrides; validated once."""
+def build_config(files: list, overrides: dict, sources: dict | None = None) -> DQNConfig:
+    """Defaults, then each file in order, then the overrides; validated once. `sources`, where given,
+    is filled with the origin of every key set (for `--print-config`)."""
+    layers = [{key: (raw, f"file {pathlib.Path(path).name}") for key, raw in read_yaml(path).items()} for path in files]
+    return _build([*layers, {key: (raw, "--set or a flag") for key, raw in overrides.items()}], sources)
+
+
+def _build(layers: list[dict], sources: dict | None = None) -> DQNConfig:
+    """Defaults, then each layer (key -> (raw value, origin)) in order; validated once."""
     values = {s.name: {f.name: getattr(getattr(DQNConfig(), s.name), f.name)
                        for f in dataclasses.fields(_section_type(s.name))}
               for s in dataclasses.fields(DQNConfig)}
-    for path in files:
-        for key, raw in read_yaml(path).items():
+    for layer in layers:
+        for key, (raw, origin) in layer.items():
             _apply(values, key, raw)
-    for key, raw in overrides.items():
-        _apply(values, key, raw)
+            if sources is not None:
+                sources[RENAMED.get(key, key)] = origin
     config = DQNConfig(**{name: _section_type(name)(**fields) for name, fields in values.items()})
     validate(config)
     return config
@@ -355,22 +391,22 @@ def _check(ok: bool, key: str, value, allowed: str) -> None:
 
 def validate(c: DQNConfig) -> None:
     """Every range rule in one place; the first broken one becomes a one-line UserError."""
-    positive = [("run.total_steps", c.run.total_steps), ("run.training_interval", c.run.training_interval),
-                ("run.env_steps_per_round", c.run.env_steps_per_round),
+    positive = [("run.total_steps", c.run.total_steps), ("run.env_steps_per_round", c.run.env_steps_per_round),
                 ("replay.capacity", c.replay.capacity), ("replay.batch_size", c.replay.batch_size),
                 ("learner.target_update_period", c.learner.target_update_period),
                 ("run.log_every", c.run.log_every), ("env.frame_stack", c.env.frame_stack),
                 ("env.frame_skip", c.env.frame_skip), ("env.screen_size", c.env.screen_size),
                 ("env.max_episode_frames", c.env.max_episode_frames),
                 ("run.final_eval_episodes", c.run.final_eval_episodes),
-                ("run.eval_episodes", c.run.eval_episodes), ("run.num_envs", c.run.num_envs)]
+                ("run.eval_episodes", c.run.eval_episodes), ("run.num_envs", c.run.num_envs),
+                ("learner.num_quantiles", c.learner.num_quantiles)]
     for key, value in positive:
         _check(value >= 1, key, value, "an integer >= 1")
     non_negative = [("run.learning_starts", c.run.learning_starts), ("run.seed", c.run.seed),
                     ("run.checkpoint_every", c.run.checkpoint_every), ("run.eval_every", c.run.eval_every),
                     ("exploration.epsilon_decay_steps", c.exploration.epsilon_decay_steps),
                     ("learner.learning_rate_decay_updates", c.learner.learning_rate_decay_updates),
-                    ("env.noop_max", c.env.noop_max)]
+                    ("env.noop_max", c.env.noop_max), ("learner.augment_pad", c.learner.augment_pad)]
     for key, value in non_negative:
         _check(value >= 0, key, value, "an integer >= 0")
     for key in ("epsilon_start", "epsilon_end", "eval_epsilon"):
@@ -393,6 +429,9 @@ def validate(c: DQNConfig) -> None:
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")
     _check(c.learner.n_step >= 1, "learner.n_step", c.learner.n_step, "an integer >= 1")
+    _check(interval_fraction(c.run.training_interval) is not None, "run.training_interval", c.run.training_interval,
+           "a number > 0 that is a fraction with a denominator of at most 1000 (4, 1, 0.5, 0.25)")
+    _validate_family(c)
     _validate_actors(c.actors, c.env)
     _validate_combinations(c)
     _validate_replay_size(c)
@@ -410,11 +449,33 @@ def _validate_combinations(c: DQNConfig) -> None:
         raise UserError("config key compute.act_device = 'cpu' with run.async_learner = True would copy weights "
                         "while an update writes them; allowed: one of the two (act_device = 'auto' acts on the "
                         "learner's weights)")
-    if c.learner.n_step > 1 and (c.replay.device != "host" or c.learner.clip_rewards):
-        raise UserError(f"config key learner.n_step = {c.learner.n_step} needs replay.device = 'host' and "
-                        f"learner.clip_rewards = false (clipping applies to each reward, not their sum); "
-                        f"allowed: learner.n_step = 1 with replay.device = {c.replay.device!r} or "
-                        f"learner.clip_rewards = {c.learner.clip_rewards}")
+
+
+def _validate_family(c: DQNConfig) -> None:
+    """The DQN-family keys: samplers, heads, losses, augmentation."""
+    r, n, l = c.replay, c.network, c.learner
+    _check(r.sampler in ("uniform", "prioritized"), "replay.sampler", r.sampler, "uniform, prioritized")
+    _check(r.priority_exponent >= 0, "replay.priority_exponent", r.priority_exponent, "a number >= 0")
+    for key in ("importance_exponent", "importance_exponent_end"):
+        _check(0.0 <= getattr(r, key) <= 1.0, f"replay.{key}", getattr(r, key), "a number in [0, 1]")
+    _check(r.priority_epsilon > 0, "replay.priority_epsilon", r.priority_epsilon, "a number > 0")
+    _check(n.noisy_sigma0 > 0, "network.noisy_sigma0", n.noisy_sigma0, "a number > 0")
+    _check(l.loss in LOSSES, "learner.loss", l.loss, ", ".join(LOSSES))
+    _check(l.num_atoms >= 2, "learner.num_atoms", l.num_atoms, "an integer >= 2")
+    _check(l.v_max > l.v_min, "learner.v_max", l.v_max, f"a number > learner.v_min = {l.v_min}")
+    _check(l.augment_intensity >= 0, "learner.augment_intensity", l.augment_intensity, "a number >= 0")
+
+
+LOSSES = ("huber", "categorical", "quantile")
+
+
+def interval_fraction(training_interval: float) -> fractions.Fraction | None:
+    """`training_interval` as an exact fraction of small integers (0.25 -> 1/4), so that updates owed are
+    counted in integers whatever the interval; None where it is <= 0 or no such fraction is close."""
+    if not training_interval > 0 or not math.isfinite(training_interval):
+        return None
+    fraction = fractions.Fraction(training_interval).limit_denominator(1000)
+    return fraction if fraction > 0 and abs(float(fraction) - training_interval) <= 1e-9 * training_interval else None
 
 
 def _validate_replay_size(c: DQNConfig) -> None:
@@ -457,18 +518,35 @@ def default_config_file(env_name: str) -> pathlib.Path:
     return CONFIG_DIR / ("atari.yaml" if is_atari_id(env_id) else "cartpole.yaml")
 
 
-def resolve_config(files: list, overrides: dict) -> DQNConfig:
+# Noisy nets explore by their noise (Fortunato et al. 2018): epsilon is 0 unless a file, a preset or an
+# override sets it.
+NOISY_EXPLORATION = {"exploration.epsilon_start": 0.0, "exploration.epsilon_end": 0.0}
+
+
+def resolve_config(files: list, overrides: dict, preset: str | None = None, sources: dict | None = None) -> DQNConfig:
     """The config a command line runs: `files` (none: the packaged one for the env), then the settings
     the env id implies (`tfdqn.envs.names.implied_settings`: sticky actions, frame skip) for every key
-    that neither a given file (its own keys, not those it extends) nor an override sets, then the overrides."""
-    from tfdqn.envs.names import implied_settings  # envs import this module's dataclasses
+    that neither a given file (its own keys, not those it extends), the preset nor an override sets, then
+    the preset's settings for the env's kind (`tfdqn.presets`), then epsilon 0 for noisy nets where
+    nothing set it, then the overrides. `sources` (optional) receives each key's origin."""
+    from tfdqn.envs.names import implied_settings, is_atari_name  # envs import this module's dataclasses
+    from tfdqn.presets import preset_settings
 
     given = [pathlib.Path(f) for f in files]
     paths = given or [default_config_file(str(overrides.get("env.id") or DQNConfig().env.id))]
-    config = build_config(paths, overrides)
-    explicit = set(overrides).union(*(_flatten(path, _load(path)) for path in given))
-    implied = {key: value for key, value in implied_settings(config.env.id).items() if key not in explicit}
-    return build_config(paths, {**implied, **overrides}) if implied else config
+    files_layers = [{key: (raw, f"file {path.name}") for key, raw in read_yaml(path).items()} for path in paths]
+    set_layer = {key: (raw, "--set or a flag") for key, raw in overrides.items()}
+    env_id = _build([*files_layers, set_layer]).env.id
+    preset_layer = preset_settings(preset, is_atari_name(env_id)) if preset else {}
+    explicit = set(overrides) | set(preset_layer) | set().union(*(_flatten(path, _load(path)) for path in given))
+    implied = {key: (value, f"implied by env {env_id}") for key, value in implied_settings(env_id).items()
+               if key not in explicit}
+    layers = [*files_layers, implied, preset_layer, set_layer]
+    if _build(layers).network.noisy and not explicit & set(NOISY_EXPLORATION):
+        noisy = {key: (value, "noisy nets explore by their noise (Fortunato et al. 2018)")
+                 for key, value in NOISY_EXPLORATION.items()}
+        layers.insert(-1, noisy)
+    return _build(layers, sources)
 
 
 def to_dict(config: DQNConfig) -> dict:
@@ -482,8 +560,20 @@ def to_dict(config: DQNConfig) -> dict:
 
 
 def to_yaml(config: DQNConfig) -> str:
-    """The config as YAML, sections and keys in declaration order (config.yaml, `--print-config`)."""
+    """The config as YAML, sections and keys in declaration order (config.yaml)."""
     return yaml.safe_dump(to_dict(config), sort_keys=False)
+
+
+def annotated_yaml(config: DQNConfig, sources: dict) -> str:
+    """The config as YAML with each key's doc and where its value came from (`--print-config`)."""
+    docs, lines = field_docs(), []
+    for section, fields in to_dict(config).items():
+        lines.append(f"{section}:")
+        for name, value in fields.items():
+            key = f"{section}.{name}"
+            text = yaml.safe_dump({name: value}, default_flow_style=True, width=1_000).strip()[1:-1]
+            lines.append(f"  {text}  # {docs[key]} [{sources.get(key, 'default')}]")
+    return "\n".join(lines) + "\n"
 
 
 def save(config: DQNConfig, path: pathlib.Path) -> None:

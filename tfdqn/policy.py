@@ -9,6 +9,8 @@ A policy folder (`export_policy`) holds:
                                network's own preprocessing (scaling, layout) is inside the graph
   network.keras                the same network for `keras.models.load_model` (tfdqn's layers must be
                                registered: import tfdqn.agent.networks first)
+A distributional head (C51, QR-DQN) exports its expected Q as `q_values`, and noisy layers their mean
+weights, so the signature is the same for every head.
   config.yaml, policy.json     the run's config (its env settings) and what the SavedModel takes and
                                which checkpoint it came from
 The network always computes in float32, also for a run trained with mixed precision, so the folder runs
@@ -29,6 +31,7 @@ import tensorflow as tf
 
 from tfdqn import __version__
 from tfdqn import config as config_lib
+from tfdqn.agent.heads import head_spec
 from tfdqn.agent.networks import make_network
 from tfdqn.atomic import write_json
 from tfdqn.envs.make import EnvSpec, make_env
@@ -55,7 +58,8 @@ def env_spec(config: config_lib.DQNConfig) -> EnvSpec:
 def build_network(config: config_lib.DQNConfig, spec: EnvSpec) -> keras.Model:
     """The config's Q-network computing in float32, whatever precision the run trained in."""
     return make_network(config.network.kind, spec.observation_shape, spec.frame_dtype, spec.num_actions,
-                        config.network.hidden_sizes, dtype_policy="float32")
+                        config.network.hidden_sizes, dtype_policy="float32",
+                        head=head_spec(config.network, config.learner))
 
 
 def restore_weights(source: Source, network: keras.Model) -> int:

@@ -10,6 +10,7 @@ import sys
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
 from tfdqn.errors import UserError
+from tfdqn.presets import PRESETS
 from tfdqn.run.lock import refuse_if_held
 from tfdqn.run.run_dir import choose_run_dir, finished_summary, load_run_config
 from tfdqn.run.signals import exit_code
@@ -40,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", help=docs["env.id"])
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
                         help="YAML config file; repeatable, later files win (default: chosen from --env)")
+    parser.add_argument("--preset", metavar="NAME",
+                        help=f"a published recipe on top of the config: {', '.join(PRESETS)} (README, Algorithms); "
+                             f"--set and flags still override it")
     parser.add_argument("--total-steps", metavar="N", help=docs["run.total_steps"])
     parser.add_argument("--training-interval", metavar="K", help=docs["run.training_interval"])
     parser.add_argument("--learning-starts", metavar="N", help=docs["run.learning_starts"])
@@ -68,7 +72,7 @@ def _default(config, key: str):
     return getattr(getattr(config, section), name)
 
 
-def resolve_config(args: argparse.Namespace) -> config_lib.DQNConfig:
+def resolve_config(args: argparse.Namespace, sources: dict | None = None) -> config_lib.DQNConfig:
     overrides = config_lib.parse_set(args.set)
     overrides.update({key: config_lib.parse_value(getattr(args, flag)) for flag, key in NUMBER_FLAGS.items()
                       if getattr(args, flag) is not None})
@@ -80,7 +84,7 @@ def resolve_config(args: argparse.Namespace) -> config_lib.DQNConfig:
         overrides["actors.kind"] = args.actors
     if args.ray_address is not None:
         overrides["actors.ray_address"] = args.ray_address
-    config = config_lib.resolve_config(args.config, overrides)
+    config = config_lib.resolve_config(args.config, overrides, args.preset, sources)
     if config.actors.ray_address and config.actors.kind != "ray":
         raise UserError(f"--ray-address {config.actors.ray_address!r} needs actors.kind = 'ray', not "
                         f"{config.actors.kind!r}; allowed: --actors ray")
@@ -126,12 +130,14 @@ def final_evaluation_line(summary: dict) -> str:
 
 
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    sources = {}
     if args.resume:
         config, run_dir = resume_config(args, parser)
+        sources = {key: f"file {run_dir / 'config.yaml'}" for key in config_lib.field_docs()}
     else:
-        config = resolve_config(args)
+        config = resolve_config(args, sources)
     if args.print_config:
-        print(config_lib.to_yaml(config), end="")
+        print(config_lib.annotated_yaml(config, sources), end="")
         return 0
     profile_steps = parse_profile_steps(args.profile_steps, config.run.total_steps)
     if args.resume:

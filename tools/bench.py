@@ -5,7 +5,8 @@
 The limit: `peak_flops` (a large float32 matmul, timed here) against `update_flops` (one batch-32
 Nature-CNN update, counted from the layer shapes; `mlp_update_flops` for CartPole's network), and the env's own ceiling (random actions through
 the env path training uses). tfdqn's figures: its update (plain, fused, XLA, bfloat16), act at batch 1
-and 8, and the real trainer (`python -m tfdqn.train`) on Breakout. Peers run in their own processes
+and 8, the DQN family's update and prioritized replay costs (tools/bench_family.py), and the real
+trainer (`python -m tfdqn.train`) on Breakout. Peers run in their own processes
 right after, so each ratio compares figures taken minutes apart on the same machine. Prints a table
 and writes every figure to the JSON file.
 """
@@ -19,10 +20,12 @@ import platform
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 import numpy as np
 
+from bench_family import FAMILY, device_replay_figures, family_update_figures, prioritized_figures
 from bench_timing import calls_per_second
 
 from tfdqn.atomic import write_json
@@ -67,7 +70,7 @@ def program_figures(seconds: float) -> dict:
     rng = np.random.default_rng(0)
     frames = lambda n: rng.integers(0, 256, (n, 4, 84, 84), dtype=np.uint8)  # noqa: E731
     batch = (frames(32), rng.integers(0, 4, 32).astype(np.int32), rng.normal(size=32).astype(np.float32),
-             np.ones(32, np.float32), frames(32))
+             np.ones(32, np.float32), frames(32), np.ones(32, np.float32))
     stacked = [np.stack([column] * FUSED_K) for column in batch]
 
     def agent(**compute):
@@ -125,7 +128,7 @@ def mlp_update_figures(seconds: float) -> dict:
         config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"],
                                          {"compute.update_jit_compile": xla, "replay.batch_size": 64, **network})
         agent = make_agent(config, (4,), np.float32, 2)
-        source = HostReplayUpdates(agent.learner, ring, 64)
+        source = HostReplayUpdates(agent.learner, ring, 64, beta=lambda: 1.0, replay_lock=threading.Lock())
         rate = k * calls_per_second(lambda: source.run(source.prepare(k))["td_loss"].numpy(), seconds)
         which = "" if hidden else DEFAULT_NETWORK
         figures[f"mlp_updates_per_sec_k{k}{'_xla' if xla else ''}{which}"] = rate
@@ -200,6 +203,17 @@ ROWS = [  # (key, label, peer key)
     ("mlp_update_flops_default_network", "FLOPs per MLP update (4-128-128-2, the default network)", None),
     ("mlp_updates_per_sec_k64_xla_default_network", "MLP updates/s, 64 per call, XLA, default network", None),
     ("mlp_update_roofline_fraction_k64_xla_default_network", "  roofline fraction", None),
+    *[row for name in FAMILY for row in (
+        (f"family_update_ms_{name}", f"{name} update, ms (batch 32, one per call)", None),
+        (f"family_update_cost_{name}", f"  {name} / plain", None),
+        (f"family_update_roofline_{name}", "  roofline fraction", None))],
+    ("per_ms_numpy_tree", "prioritized draw + priority update, 1M slots, batch 32: NumPy tree, ms", None),
+    ("per_ms_graph_tree", "  in-graph tree (tf.Variable), ms", None),
+    ("per_ms_python_tree", "  per-sample Python tree (the common implementation), ms", None),
+    ("per_speedup_numpy_over_python", "  Python tree / NumPy tree", None),
+    ("device_updates_per_sec_uniform", "device-replay update, uniform, updates/s", None),
+    ("device_updates_per_sec_prioritized", "device-replay update, prioritized in the graph, updates/s", None),
+    ("device_prioritized_over_uniform", "  prioritized / uniform", None),
     ("act_per_sec_b1", "act calls/s, batch 1 (XLA)", "torch:act_per_sec_b1"),
     ("act_per_sec_b1_no_xla", "act calls/s, batch 1, no XLA", "torch:act_per_sec_b1"),
     ("act_per_sec_b8", "act calls/s, batch 8", "torch:act_per_sec_b8"),
@@ -268,6 +282,12 @@ def _main(args) -> int:
     for call, which in (("k4", ""), ("k64_xla", ""), ("k64_xla", DEFAULT_NETWORK)):
         results[f"mlp_update_roofline_fraction_{call}{which}"] = (
             results[f"mlp_updates_per_sec_{call}{which}"] * results[f"mlp_update_flops{which}"] / results["peak_flops"])
+    results.update(family_update_figures(seconds * len(FAMILY) / 2))
+    for name in FAMILY:
+        results[f"family_update_roofline_{name}"] = (results[f"family_updates_per_sec_{name}"]
+                                                     * results[f"family_update_flops_{name}"] / results["peak_flops"])
+    results.update(prioritized_figures(seconds))
+    results.update(device_replay_figures(seconds * 2))
     results.update(env_ceilings(4 * steps, args.num_envs))
     results["acting_steps_per_sec_envs"] = trainer_steps_per_sec(4 * steps, 10**9, capacity, args.num_envs)
     results["acting_share_of_ceiling"] = results["acting_steps_per_sec_envs"] / results["env_steps_per_sec_ceiling"]

@@ -50,8 +50,8 @@ SWEEP_KEYS = ("run.total_steps", "run.training_interval", "run.seed", "run.learn
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python tools/compare_intervals.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole", help="env name or id, as for tfdqn.train")
-    parser.add_argument("--intervals", type=number(int), nargs="+", default=[1, 4, 16], metavar="K",
-                        help="training intervals to compare (env steps per update)")
+    parser.add_argument("--intervals", type=number(float), nargs="+", default=[1, 4, 16], metavar="K",
+                        help="training intervals to compare (env steps per update; 0.25: four updates per env step)")
     parser.add_argument("--steps", type=number(int), default=6000, metavar="N", help="env steps per run")
     parser.add_argument("--repeats", type=number(int), default=1, metavar="R", help="runs per interval, interleaved")
     parser.add_argument("--learning-starts", type=number(int), metavar="N", help="default: 5%% of --steps, at least 100")
@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def make_config(args: argparse.Namespace, interval: int) -> config_lib.DQNConfig:
+def make_config(args: argparse.Namespace, interval: float) -> config_lib.DQNConfig:
     """The env's config as `python -m tfdqn.train --env` resolves it, with the sweep's run settings, a
     replay as large as the run, and one update as soon as it is due unless --set says otherwise."""
     learning_starts = args.learning_starts if args.learning_starts is not None else max(args.steps // 20, 100)
@@ -75,7 +75,7 @@ def make_config(args: argparse.Namespace, interval: int) -> config_lib.DQNConfig
     return config_lib.resolve_config([], overrides)
 
 
-def schedule(intervals: list[int], repeats: int) -> list[tuple[int, int]]:
+def schedule(intervals: list[float], repeats: int) -> list[tuple[float, int]]:
     """(interval, repeat) in run order: interleaved, so drift in the machine's speed spreads over all intervals."""
     return [(k, r) for r in range(repeats) for k in intervals]
 
@@ -91,7 +91,7 @@ def run_row(interval: int, repeat: int, run_dir: pathlib.Path, summary: dict, wi
     return row
 
 
-def pooled(windows: list[dict], interval_runs: list[int]) -> dict:
+def pooled(windows: list[dict], interval_runs: list[float]) -> dict:
     """Per interval: each figure's (mean, std) over the steady windows of all its repeats."""
     stats = {}
     for k in dict.fromkeys(interval_runs):
@@ -116,7 +116,7 @@ def markdown_table(stats: dict, note: str) -> str:
     shown = [(col, head, fmt) for col, head, fmt in TABLE if any(col in s for s in stats.values())]
     cell = lambda s, col, fmt: " ± ".join(fmt.format(x) for x in s[col]) if col in s else "-"  # noqa: E731
     lines = ["| interval | " + " | ".join(head for _, head, _ in shown) + " |", "|---" * (len(shown) + 1) + "|"]
-    lines += [f"| {k} | " + " | ".join(cell(s, col, fmt) for col, _, fmt in shown) + " |" for k, s in stats.items()]
+    lines += [f"| {k:g} | " + " | ".join(cell(s, col, fmt) for col, _, fmt in shown) + " |" for k, s in stats.items()]
     return "\n".join(lines) + "\n\n" + note + "\n"
 
 
@@ -127,7 +127,7 @@ def build_figure(stats: dict, title: str):
 
     fig = Figure(figsize=(15, 4.5), layout="constrained")
     rate, phases, util = fig.subplots(1, 3)
-    labels = [str(k) for k in stats]
+    labels = [f"{k:g}" for k in stats]
     x = np.arange(len(labels))
     _bars(rate, x, stats, [("env_steps_per_sec", "env steps/s"), ("updates_per_sec", "updates/s")], "{:.0f}")
     rate.set(ylabel="per second", title="throughput (steady state)")
@@ -161,10 +161,11 @@ def _bars(ax, x, stats: dict, series: list[tuple[str, str]], fmt: str) -> None:
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.steps < 1 or args.repeats < 1 or args.warmup_windows < 0 or any(k < 1 for k in args.intervals) \
+    if args.steps < 1 or args.repeats < 1 or args.warmup_windows < 0 or any(k <= 0 for k in args.intervals) \
             or len(set(args.intervals)) != len(args.intervals):
         raise UserError(f"--steps {args.steps} / --repeats {args.repeats} / --warmup-windows {args.warmup_windows} / "
-                        f"--intervals {args.intervals}: allowed: integers >= 1 (warm-up >= 0), each interval once")
+                        f"--intervals {' '.join(f'{k:g}' for k in args.intervals)}: allowed: steps and repeats >= 1, "
+                        f"warm-up >= 0, intervals > 0 (0.25: four updates per env step), each interval once")
     fixed = [key for key in config_lib.parse_set(args.set) if key in SWEEP_KEYS]
     if fixed:
         raise UserError(f"--set {fixed[0]} is set by the sweep itself; allowed: the tool's own flags for it")
@@ -175,16 +176,16 @@ def _main(args: argparse.Namespace) -> int:
     out = pathlib.Path(args.out)
     configs = {k: make_config(args, k) for k in args.intervals}  # every config validated before any run
     order = schedule(args.intervals, args.repeats)
-    run_dirs = {(k, r): choose_run_dir(str(out), f"interval_{k}_r{r}", configs[k]) for k, r in order}
+    run_dirs = {(k, r): choose_run_dir(str(out), f"interval_{k:g}_r{r}", configs[k]) for k, r in order}
     start_tensorflow()
     from tfdqn.run.loop import train
 
     rows, windows, summary = [], [], {}
     for k, r in order:
-        print(f"training_interval {k}, repeat {r}: {args.steps} env steps ...", flush=True)
+        print(f"training_interval {k:g}, repeat {r}: {args.steps} env steps ...", flush=True)
         summary = train(configs[k], run_dirs[k, r], quiet=True)
         if "stopped_by" in summary:
-            print(f"stopped by {summary['stopped_by']} during training_interval {k}", file=sys.stderr)
+            print(f"stopped by {summary['stopped_by']} during training_interval {k:g}", file=sys.stderr)
             return exit_code(summary["stopped_by"])
         windows.append(steady_state(window_series(run_dirs[k, r]), configs[k].run.learning_starts,
                                     args.warmup_windows))

@@ -42,6 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = OneLineErrorParser(prog="python tools/export_programs.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="Breakout", help="env name or id, as for tfdqn.train (default Breakout)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
+    parser.add_argument("--preset", metavar="NAME", help="a recipe, as for tfdqn.train (rainbow exports the Rainbow "
+                                                         "update: C51, noisy dueling head, importance weights)")
     parser.add_argument("--act-batches", type=number(int), nargs="+", default=[1, 8, 64], metavar="B",
                         help="observations per act call, one act program each")
     parser.add_argument("--fused-k", type=number(int), nargs="+", default=[1, 2, 4, 8], metavar="K",
@@ -51,9 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def make_config(env: str, sets: list[str]) -> config_lib.DQNConfig:
-    """The trainer's config for `env`: the same file choice and overrides as `python -m tfdqn.train`."""
-    return config_lib.DQNConfig.for_env(env, config_lib.parse_set(sets))
+def make_config(env: str, sets: list[str], preset: str | None = None) -> config_lib.DQNConfig:
+    """The trainer's config for `env`: the same file choice, preset and overrides as `python -m tfdqn.train`."""
+    return config_lib.resolve_config([], {**config_lib.parse_set(sets), "env.id": env}, preset)
 
 
 def build_agent(config: config_lib.DQNConfig):
@@ -74,7 +76,8 @@ def named_variables(agent) -> dict:
     learner = agent.learner
     named.update({"learner/updates": learner.updates, "learner/first_nonfinite_update": learner.first_nonfinite_update,
                   "learner/first_nonfinite_env_step": learner.first_nonfinite_env_step,
-                  "actor/env_steps": agent.actor.env_steps, "actor/rng_state": agent.actor.generator.state})
+                  "actor/env_steps": agent.actor.env_steps, "actor/rng_state": agent.actor.generator.state,
+                  "learner/rng_state": learner.generator.state})
     return named
 
 
@@ -87,7 +90,8 @@ def data_recipes(spec, program_kind: str) -> dict:
     return {"observation": observation, "next_observation": observation,
             "action": {"kind": "integers", "low": 0, "high": spec.num_actions},
             "reward": {"kind": "choice", "values": [-1.0, 0.0, 1.0]},
-            "bootstrap": {"kind": "bernoulli", "p": 0.99}}
+            "bootstrap": {"kind": "bernoulli", "p": 0.99},
+            "weight": {"kind": "choice", "values": [0.25, 0.5, 1.0]}}  # importance weights, at most 1
 
 
 def data_names(function) -> list[str]:
@@ -203,7 +207,7 @@ def program_plan(agent, config, spec, act_batches: list[int], fused_ks: list[int
 
     batch, observation = config.replay.batch_size, list(spec.observation_shape)
     one_update = update_flops(agent.online, batch, config.learner.double_dqn)
-    update_shapes = [[batch, *observation], [batch], [batch], [batch], [batch, *observation]]
+    update_shapes = [[batch, *observation], [batch], [batch], [batch], [batch, *observation], [batch]]
     plan = [{"name": f"act_b{b}", "kind": "act", "function": agent.actor.act_function, "shapes": [[b, *observation]],
              "batch_size": b, "env_steps_per_call": b, "updates_per_call": 0,
              "flops_per_call": forward_flops(agent.online, b), "increments": {}}  # act reads the step count
@@ -250,7 +254,7 @@ def _check_counts(name: str, values: list[int]) -> None:
 def _main(args: argparse.Namespace) -> int:
     _check_counts("--act-batches", args.act_batches)
     _check_counts("--fused-k", args.fused_k)
-    config = make_config(args.env, args.set)
+    config = make_config(args.env, args.set, args.preset)
     start_tensorflow()
     agent, spec = build_agent(config)
     out = pathlib.Path(args.out)

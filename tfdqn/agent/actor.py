@@ -46,19 +46,21 @@ class Actor:
         e = self._exploration
         return linear_epsilon(self.env_steps, e.epsilon_start, e.epsilon_end, e.epsilon_decay_steps)
 
-    def _choose(self, observation: tf.Tensor, epsilon: tf.Tensor, generator: tf.random.Generator) -> tf.Tensor:
-        """Per row: a uniform random action with probability epsilon, else the argmax of Q."""
+    def _choose(self, observation: tf.Tensor, epsilon: tf.Tensor, generator: tf.random.Generator,
+                training: bool) -> tf.Tensor:
+        """Per row: a uniform random action with probability epsilon, else the argmax of Q. Noisy layers
+        draw fresh noise while training and use their mean weights in evaluation (`training`)."""
         with tf.device(self._device):
             batch = tf.shape(observation)[0]
-            greedy = tf.argmax(self._network(observation, training=False), axis=-1, output_type=tf.int32)
+            greedy = tf.argmax(self._network(observation, training=training), axis=-1, output_type=tf.int32)
             random = generator.uniform([batch], minval=0, maxval=self._num_actions, dtype=tf.int32)
             explore = generator.uniform([batch]) < epsilon
             return tf.where(explore, random, greedy)
 
     def _act(self, observation: tf.Tensor) -> tf.Tensor:
-        return self._choose(observation, self.epsilon(), self.generator)
+        return self._choose(observation, self.epsilon(), self.generator, training=True)
 
     def _act_with_epsilon(self, observation: tf.Tensor, epsilon: tf.Tensor) -> tf.Tensor:
         """Evaluation: a fixed epsilon (0 is greedy) from the evaluation RNG; the training step counter
         and RNG are left alone."""
-        return self._choose(observation, epsilon, self.evaluation_generator)
+        return self._choose(observation, epsilon, self.evaluation_generator, training=False)

@@ -7,13 +7,17 @@ trial) leaves Keras's global policy and Python's, NumPy's and TensorFlow's globa
 from typing import NamedTuple
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from tfdqn.agent.actor import Actor
 from tfdqn.agent.counters import Counters
-from tfdqn.config import ComputeConfig, DQNConfig, ExplorationConfig
+from tfdqn.agent.heads import head_spec
 from tfdqn.agent.learner import Learner
 from tfdqn.agent.networks import make_network
+from tfdqn.config import ComputeConfig, DQNConfig, ExplorationConfig, LearnerConfig
+from tfdqn.envs.seeds import derive_seed
+from tfdqn.errors import UserError
 
 CPU = "/CPU:0"
 
@@ -36,7 +40,7 @@ class ActingCopy:
         self.sync()
 
     def _copy(self) -> tf.Tensor:
-        for copy, source in zip(self.network.variables, self.online.variables):
+        for copy, source in zip(self.network.weights, self.online.weights):  # noise streams stay each its own
             copy.assign(source)
         self._copied_at.assign(self._updates)
         return tf.constant(True)
@@ -63,7 +67,7 @@ class Agent(NamedTuple):
         """Every TensorFlow object a checkpoint holds, listed once (names kept stable across versions)."""
         return {"online": self.online, "target": self.target, "optimizer": self.learner.optimizer,
                 "updates": self.counters.updates, "env_steps": self.counters.env_steps,
-                "actor_rng": self.actor.generator}
+                "actor_rng": self.actor.generator, "learner_rng": self.learner.generator}
 
     def sync_acting_copy(self, force: bool = False) -> bool:
         """With act_device cpu: bring the actor's CPU copy up to the online network (`ActingCopy.sync`);
@@ -77,15 +81,21 @@ def act_uses_xla(compute: ComputeConfig, act_on_cpu: bool) -> bool:
     return compute.act_jit_compile and not (compute.mixed_precision and act_on_cpu)
 
 
+# Noise streams of noisy layers (`derive_seed(seed, NOISE, copy)`): online, target and the acting copy each
+# draw their own.
+NOISE, ONLINE, TARGET, ACTING = 7, 0, 1, 2
+
+
 def build_network(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int,
-                  seed: int, on_cpu: bool = False) -> keras.Model:
+                  seed: int, on_cpu: bool = False, copy: int = ONLINE) -> keras.Model:
     """The config's network, in bfloat16 under `compute.mixed_precision` (bfloat16 keeps float32's
-    exponent range, so the update needs no loss scaling), its initial weights drawn from `seed`; with
-    `on_cpu` its variables live on the CPU."""
+    exponent range, so the update needs no loss scaling), its initial weights drawn from `seed` and its
+    noise (noisy layers) from `copy`'s stream of it; with `on_cpu` its variables live on the CPU."""
     policy = "mixed_bfloat16" if config.compute.mixed_precision else "float32"
+    head = head_spec(config.network, config.learner, noise_seed=derive_seed(seed, NOISE, copy))
     with tf.device(CPU if on_cpu else None):
         return make_network(config.network.kind, observation_shape, observation_dtype, num_actions,
-                            config.network.hidden_sizes, dtype_policy=policy, seed=seed)
+                            config.network.hidden_sizes, dtype_policy=policy, seed=seed, head=head)
 
 
 def _acts_on_cpu(compute: ComputeConfig) -> bool:
@@ -103,7 +113,7 @@ def make_acting_copy(config: DQNConfig, exploration: ExplorationConfig, observat
                      observation_dtype, num_actions: int, seed: int) -> tuple[keras.Model, Actor]:
     """A CPU copy of the network and its own in-graph act, for an actor process: the weights come from
     the learner (`set_weights`); the env step counter is the actor's own, set from the learner's."""
-    network = build_network(config, observation_shape, observation_dtype, num_actions, seed, on_cpu=True)
+    network = build_network(config, observation_shape, observation_dtype, num_actions, seed, on_cpu=True, copy=ACTING)
     return network, _actor(config, exploration, network, observation_shape, observation_dtype, num_actions, seed,
                            on_cpu=True)
 
@@ -119,21 +129,33 @@ def make_policy_actor(config: DQNConfig, observation_shape: tuple, observation_d
                            config.run.seed, on_cpu)
 
 
+def check_augmentation(learner: LearnerConfig, observation_shape: tuple, observation_dtype) -> None:
+    """Augmentation shifts image frame stacks: refuse it, in one line, for any other observation."""
+    dtype = np.dtype(observation_dtype)
+    if (learner.augment_pad > 0 or learner.augment_intensity > 0) and not (dtype == np.uint8
+                                                                            and len(observation_shape) == 3):
+        key, value = ("learner.augment_pad", learner.augment_pad) if learner.augment_pad > 0 else \
+            ("learner.augment_intensity", learner.augment_intensity)
+        raise UserError(f"config key {key} = {value} needs image observations (uint8 frame stacks), not "
+                        f"{dtype.name} {list(observation_shape)}; allowed: 0 for this env")
+
+
 def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int) -> Agent:
     """Same seed, same initial weights. With `compute.act_device: cpu` the actor acts with its own CPU
     copy of online (`Agent.sync_acting_copy` keeps it current); with auto it reads online itself."""
     seed = config.run.seed
-    online, target = (build_network(config, observation_shape, observation_dtype, num_actions, seed)
-                      for _ in range(2))
+    check_augmentation(config.learner, observation_shape, observation_dtype)
+    online, target = (build_network(config, observation_shape, observation_dtype, num_actions, seed, copy=copy)
+                      for copy in (ONLINE, TARGET))
     counters = Counters()
     acting_copy = None
     if config.compute.act_device == "cpu":
         acting_copy = ActingCopy(online, build_network(config, observation_shape, observation_dtype, num_actions,
-                                                       seed, on_cpu=True), counters.updates)
+                                                       seed, on_cpu=True, copy=ACTING), counters.updates)
     actor = _actor(config, config.exploration, acting_copy.network if acting_copy else online, observation_shape,
                    observation_dtype, num_actions, seed, on_cpu=acting_copy is not None, env_steps=counters.env_steps)
     learner = Learner(online, target, config.learner, observation_shape, observation_dtype,
-                      counters=counters, jit_compile=config.compute.update_jit_compile)
+                      counters=counters, jit_compile=config.compute.update_jit_compile, seed=seed)
     # Trace the update now, without running it (the actor traced act already): charged to the first
     # update, tracing would distort the phase timings of short runs.
     learner.update_many.trace()

@@ -1,25 +1,16 @@
-"""The DQN update compiled into one graph: TD target, Huber loss, optimizer step, target sync."""
+"""The DQN update compiled into one graph: augmentation, next action, the head's loss weighted by the
+replay's importance weights, optimizer step, target sync; priorities come back for prioritized replay."""
 
 import keras
 import tensorflow as tf
 
-from tfdqn.config import LearnerConfig
+from tfdqn.agent.augmentation import augment
 from tfdqn.agent.counters import Counters
 from tfdqn.agent.flat_call import FlatCall
 from tfdqn.agent.fused_adam import FusedAdam
-
-
-def td_target(r_t, bootstrap_t, q_target_t, gamma: float, q_online_t=None) -> tf.Tensor:
-    """r + gamma * bootstrap * Q_target(s', a'), with a' = argmax of Q_target (DQN) or, when the
-    online values are given, of Q_online (double DQN). `bootstrap` (the replay's `Batch.bootstrap`) is 0
-    only on termination; with n-step returns it is gamma^(m-1) for the m rewards summed into `r`, so
-    gamma * bootstrap discounts m steps."""
-    if q_online_t is None:
-        next_value = tf.reduce_max(q_target_t, axis=-1)
-    else:
-        best = tf.argmax(q_online_t, axis=-1, output_type=tf.int32)
-        next_value = tf.gather(q_target_t, best, axis=-1, batch_dims=1)
-    return tf.stop_gradient(r_t + gamma * bootstrap_t * next_value)
+from tfdqn.agent.heads import distribution_model
+from tfdqn.agent.objectives import make_objective
+from tfdqn.config import LearnerConfig
 
 
 def learning_rate(config: LearnerConfig):
@@ -41,16 +32,21 @@ def make_optimizer(config: LearnerConfig) -> keras.optimizers.Optimizer:
 class Learner:
     """Owns the online/target pair and the optimizer, and advances the run's update counter.
 
-    `update(observation, action, reward, bootstrap, next_observation)` (a replay `Batch`) runs one
+    `update(observation, action, reward, bootstrap, next_observation, weight)` (a replay `Batch`) runs one
     gradient step and, when the counter reaches a multiple of `target_update_period`, copies online into
-    target, all in the graph. It returns tensors; Python reads them only when it logs."""
+    target, all in the graph. It returns tensors (the loss, mean max Q, and each sample's priority signal);
+    Python reads them only when it logs or writes priorities. Noisy layers draw fresh noise on every
+    network call (online and target, each from its own stream); augmentation draws from `generator`."""
 
     def __init__(self, online: keras.Model, target: keras.Model, config: LearnerConfig,
                  observation_shape: tuple, observation_dtype, counters: Counters | None = None,
-                 jit_compile: bool = False):
+                 jit_compile: bool = False, seed: int = 0):
         self.online = online
         self.target = target
+        self._online_distribution, self._target_distribution = distribution_model(online), distribution_model(target)
         self._config = config
+        self._objective = make_objective(config)
+        self.generator = tf.random.Generator.from_seed(seed)  # augmentation draws (checkpointed)
         counters = counters or Counters()
         self.updates = counters.updates
         # The first update whose loss was NaN or Inf (0: none yet) and the env step it ran at (read
@@ -64,7 +60,7 @@ class Learner:
         self._jit_compile = jit_compile
         observation = tf.TensorSpec([None, *observation_shape], tf.as_dtype(observation_dtype))
         vector = lambda dtype: tf.TensorSpec([None], dtype)  # noqa: E731
-        batch = [observation, vector(tf.int32), vector(tf.float32), vector(tf.float32), observation]
+        batch = [observation, vector(tf.int32), vector(tf.float32), vector(tf.float32), observation, vector(tf.float32)]
         # Both are called flat (FlatCall) through their one concrete function, traced on first use;
         # the tf.functions stay available for export. Control flow is written as tf.cond and
         # tf.while_loop, so no function is converted by AutoGraph, which recursed into Keras and
@@ -79,9 +75,10 @@ class Learner:
         self.update_many = FlatCall(self.update_many_function)
 
     def _sync_target(self) -> tf.Tensor:
-        """Copy online into target (eagerly at construction, as a `tf.cond` branch inside `update`,
-        whose branches must return a value: the stateful assigns run because the branch holds them)."""
-        for target_var, online_var in zip(self.target.variables, self.online.variables):
+        """Copy online's weights into target (eagerly at construction, as a `tf.cond` branch inside `update`,
+        whose branches must return a value: the stateful assigns run because the branch holds them). Only
+        weights: each network keeps its own noise stream."""
+        for target_var, online_var in zip(self.target.weights, self.online.weights):
             target_var.assign(online_var)
         return tf.constant(True)
 
@@ -90,37 +87,59 @@ class Learner:
         self.first_nonfinite_env_step.assign(self._env_steps)
         return tf.constant(True)
 
-    def _repeat_update(self, k, batch_for) -> dict:
-        """k updates in a graph loop, update i on `batch_for(i)`; returns the last one's metrics."""
-        def body(i, _loss, _q):
-            metrics = self._update(*batch_for(i))
-            return i + 1, metrics["td_loss"], metrics["q_values"]
-        _, loss, q = tf.while_loop(lambda i, _loss, _q: i < k, body, (tf.constant(0), tf.constant(0.0), tf.constant(0.0)))
-        return {"td_loss": loss, "q_values": q}
+    def _repeat_update(self, k, batch_size, update_for) -> dict:
+        """k updates in a graph loop, update i by `update_for(i)`; returns the last one's loss and Q and
+        every update's priority signals [k, batch_size]."""
+        def body(i, _loss, _q, priorities):
+            metrics = update_for(i)
+            return i + 1, metrics["td_loss"], metrics["q_values"], priorities.write(i, metrics["priority"])
+        start = (tf.constant(0), tf.constant(0.0), tf.constant(0.0),
+                 tf.TensorArray(tf.float32, size=k, element_shape=[batch_size]))
+        _, loss, q, priorities = tf.while_loop(lambda i, *_: i < k, body, start)
+        return {"td_loss": loss, "q_values": q, "priority": priorities.stack()}
 
-    def _update_many(self, observation, action, reward, bootstrap, next_observation):
+    def _update_many(self, observation, action, reward, bootstrap, next_observation, weight):
         """k = len(action) updates, batch i (stacked on the leading axis) on update i."""
-        batches = (observation, action, reward, bootstrap, next_observation)
-        return self._repeat_update(tf.shape(action)[0], lambda i: [column[i] for column in batches])
+        batches = (observation, action, reward, bootstrap, next_observation, weight)
+        return self._repeat_update(tf.shape(action)[0], action.shape[1],
+                                   lambda i: self._update(*[column[i] for column in batches]))
 
-    def make_replay_update(self, sample) -> tf.types.experimental.GenericFunction:
+    def make_replay_update(self, sample, batch_size: int, write_priorities=None) -> tf.types.experimental.GenericFunction:
         """`update_from_replay(k)`: k updates whose batches `sample()` draws inside the same graph (a
-        replay held in tf.Variables), so no Python runs between them. Traced once for every k."""
+        replay held in tf.Variables), so no Python runs between them; `write_priorities(slots, priority)`,
+        where given, writes each update's priorities before the next one samples. `sample()` returns a
+        batch and its slots. Traced once for every k."""
+        def one_update(_):
+            *batch, slots = sample()
+            metrics = self._update(*batch)
+            if write_priorities is not None:
+                with tf.control_dependencies([write_priorities(slots, metrics["priority"])]):
+                    metrics = {name: tf.identity(value) for name, value in metrics.items()}
+            return metrics
+
         def update_from_replay(k):
-            return self._repeat_update(k, lambda _: sample())
+            return self._repeat_update(k, batch_size, one_update)
         # Never XLA: it has no kernel for the gathers from the replay's variables (ResourceGatherNd).
         return tf.function(update_from_replay, input_signature=[tf.TensorSpec([], tf.int32)], autograph=False)
 
-    def _update(self, observation, action, reward, bootstrap, next_observation):
+    def _next_action(self, next_observation, target_next) -> tf.Tensor:
+        """a' = argmax of the expected Q of online (double DQN, van Hasselt et al. 2016) or of target."""
+        q_next = self.online(next_observation, training=True) if self._config.double_dqn else \
+            self.target.get_layer("q_values")(target_next) if target_next.shape.rank == 3 else target_next
+        return tf.argmax(q_next, axis=-1, output_type=tf.int32)
+
+    def _update(self, observation, action, reward, bootstrap, next_observation, weight):
         c = self._config
-        r_t = tf.sign(reward) if c.clip_rewards else reward
-        q_target_t = self.target(next_observation, training=False)
-        q_online_t = self.online(next_observation, training=False) if c.double_dqn else None
-        y = td_target(r_t, bootstrap, q_target_t, c.gamma, q_online_t)
+        if c.augment_pad > 0 or c.augment_intensity > 0:
+            observation, next_observation = augment(observation, next_observation, self.generator, c.augment_pad,
+                                                    c.augment_intensity)
+        target_next = self._target_distribution(next_observation, training=True)
+        next_action = self._next_action(next_observation, target_next)
         with tf.GradientTape() as tape:
-            q_tm1 = self.online(observation, training=True)
-            q_a = tf.gather(q_tm1, action, axis=-1, batch_dims=1)
-            loss = tf.reduce_mean(keras.losses.huber(y[:, None], q_a[:, None], delta=c.huber_delta))
+            online = self._online_distribution(observation, training=True)
+            per_sample, priority = self._objective(online, action, reward, c.gamma * bootstrap, target_next,
+                                                   next_action)
+            loss = tf.reduce_mean(weight * per_sample)
         variables = self.online.trainable_variables
         self.optimizer.apply(tape.gradient(loss, variables), variables)
         self.updates.assign_add(1)
@@ -128,4 +147,6 @@ class Learner:
                                          tf.equal(self.first_nonfinite_update, 0))
         tf.cond(first_nonfinite, self._record_nonfinite, lambda: tf.constant(False))
         tf.cond(tf.equal(self.updates % c.target_update_period, 0), self._sync_target, lambda: tf.constant(False))
-        return {"td_loss": loss, "q_values": tf.reduce_mean(tf.reduce_max(q_tm1, axis=-1))}
+        q_tm1 = self.online.get_layer("q_values")(online) if online.shape.rank == 3 else online
+        return {"td_loss": loss, "q_values": tf.reduce_mean(tf.reduce_max(q_tm1, axis=-1)),
+                "priority": tf.stop_gradient(priority)}

@@ -6,79 +6,93 @@ process-global policy or random state, so building a network changes nothing in 
 import random
 
 import keras
-import tensorflow as tf
 
-# An unseeded Keras initializer draws its seed as randint(1, 10**9) from Python's global `random`; the
-# same draw from a `random.Random(seed)` gives the weights that keras.utils.set_random_seed(seed) gave.
-_KERAS_SEED_RANGE = (1, 10**9)
-
-
-@tf.custom_gradient
-def _matmul(x, kernel):
-    """x @ kernel, whose input gradient is one BatchMatMul with the kernel read transposed in place.
-
-    TensorFlow's MatMul gradient computes it as a MatMul with transpose_b, which oneDNN runs much slower
-    on CPU (the Nature CNN's 3136x512 layer, and so the whole float32 update; bfloat16 is unchanged).
-    Inputs are 2-D, as both networks feed their dense layers. (docs/performance.md has the timings.)"""
-    def gradient(dy):
-        return tf.raw_ops.BatchMatMulV2(x=dy, y=kernel, adj_y=True), tf.matmul(x, dy, transpose_a=True)
-    return tf.matmul(x, kernel), gradient
-
-
-@keras.saving.register_keras_serializable(package="tfdqn")
-class Dense(keras.layers.Dense):
-    """Keras's Dense (same weights, names and checkpoints) with `_matmul`'s faster input gradient.
-
-    Registered as "tfdqn>Dense" when this module is imported, which `keras.models.load_model` needs to read
-    a saved network; its constructor and `get_config` are Keras's own, so the config round-trips."""
-
-    def call(self, inputs, training=None):
-        x = _matmul(inputs, tf.cast(self.kernel, self.compute_dtype))
-        if self.bias is not None:
-            x = keras.ops.add(x, self.bias)
-        return self.activation(x) if self.activation is not None else x
+from tfdqn.agent.heads import DISTRIBUTION, DuelingCombine, ExpectedQ, HeadSpec
+from tfdqn.agent.layers import KERAS_SEED_RANGE, Dense
+from tfdqn.agent.noisy import NoisyDense
 
 
 class _Layers:
     """Makes layers with one dtype policy and, where `seed` is given, initializers seeded in making
-    order from it (None: Keras's own unseeded initializers)."""
+    order from it (None: Keras's own unseeded initializers); noisy layers draw their noise seeds in
+    making order from the head's `noise_seed`."""
 
-    def __init__(self, dtype_policy: str, seed: int | None):
+    def __init__(self, dtype_policy: str, seed: int | None, head: HeadSpec = HeadSpec()):
         self.dtype_policy = dtype_policy
+        self.head = head
         self._seeds = random.Random(seed) if seed is not None else None
+        self._noise_seeds = random.Random(head.noise_seed) if head.noise_seed is not None else None
+
+    def _seed(self) -> int | None:
+        return self._seeds.randint(*KERAS_SEED_RANGE) if self._seeds is not None else None
 
     def _kernel_initializer(self):
         if self._seeds is None:
             return "glorot_uniform"
-        return keras.initializers.GlorotUniform(seed=self._seeds.randint(*_KERAS_SEED_RANGE))
+        return keras.initializers.GlorotUniform(seed=self._seed())
 
     def dense(self, units: int, **kwargs) -> Dense:
         return Dense(units, kernel_initializer=self._kernel_initializer(), **{"dtype": self.dtype_policy, **kwargs})
+
+    def head_dense(self, units: int, **kwargs) -> keras.layers.Layer:
+        """A layer of the head: noisy where the head is (Fortunato et al. 2018), else `dense`."""
+        if not self.head.noisy:
+            return self.dense(units, **kwargs)
+        noise_seed = self._noise_seeds.randint(*KERAS_SEED_RANGE) if self._noise_seeds is not None else None
+        return NoisyDense(units, sigma0=self.head.sigma0, seed=self._seed(), noise_seed=noise_seed,
+                          **{"dtype": self.dtype_policy, **kwargs})
 
     def conv(self, filters: int, size: int, strides: int) -> keras.layers.Conv2D:
         return keras.layers.Conv2D(filters, size, strides=strides, activation="relu", dtype=self.dtype_policy,
                                    kernel_initializer=self._kernel_initializer())
 
 
+def _head(layers: _Layers, features, hidden: int, num_actions: int):
+    """The hidden layer and output of each stream (one, or value and advantage when dueling), combined,
+    reshaped to [batch, actions, outputs] for a distributional head, then its expected Q. Everything from
+    the outputs on computes in float32, also under mixed precision."""
+    head, k = layers.head, layers.head.outputs
+
+    def stream(units: int, name: str):
+        x = layers.head_dense(hidden, activation="relu")(features)
+        return layers.head_dense(units, name=name, dtype="float32")(x)
+
+    def per_action(x, actions: int, name: str):
+        return x if k == 1 else keras.layers.Reshape((actions, k), name=name, dtype="float32")(x)
+
+    output_name = "q_values" if k == 1 else DISTRIBUTION
+    if head.dueling:
+        value = per_action(stream(k, "value"), 1, "value_per_atom")
+        advantage = per_action(stream(num_actions * k, "advantage"), num_actions, "advantage_per_atom")
+        distribution = DuelingCombine(name=output_name, dtype="float32")([value, advantage])
+    elif k == 1:
+        distribution = stream(num_actions, output_name)
+    else:
+        distribution = per_action(stream(num_actions * k, "outputs"), num_actions, output_name)
+    if k == 1:
+        return distribution
+    return ExpectedQ(head.loss, k, head.v_min, head.v_max, name="q_values", dtype="float32")(distribution)
+
+
 def mlp(observation_shape: tuple, num_actions: int, hidden_sizes: tuple, dtype_policy: str = "float32",
-        seed: int | None = None) -> keras.Model:
-    """Fully connected Q-network for vector observations (CartPole, Acrobot, ...)."""
-    layers = _Layers(dtype_policy, seed)
+        seed: int | None = None, head: HeadSpec = HeadSpec()) -> keras.Model:
+    """Fully connected Q-network for vector observations (CartPole, Acrobot, ...); the last hidden layer
+    belongs to the head (one per stream when dueling)."""
+    layers = _Layers(dtype_policy, seed, head)
     inputs = keras.Input(observation_shape, dtype="float32", name="observation")
     x = keras.layers.Flatten(dtype=layers.dtype_policy)(inputs) if len(observation_shape) > 1 else inputs
-    for units in hidden_sizes:
+    for units in hidden_sizes[:-1]:
         x = layers.dense(units, activation="relu")(x)
-    outputs = layers.dense(num_actions, name="q_values", dtype="float32")(x)  # float32 under mixed precision
-    return keras.Model(inputs, outputs, name="mlp", dtype=layers.dtype_policy)
+    return keras.Model(inputs, _head(layers, x, hidden_sizes[-1], num_actions), name="mlp", dtype=layers.dtype_policy)
 
 
 def nature_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "float32",
-               seed: int | None = None) -> keras.Model:
-    """The Nature DQN (Mnih et al. 2015): conv 32x8x8/4, 64x4x4/2, 64x3x3/1, dense 512.
+               seed: int | None = None, head: HeadSpec = HeadSpec()) -> keras.Model:
+    """The Nature DQN (Mnih et al. 2015): conv 32x8x8/4, 64x4x4/2, 64x3x3/1, then the head's dense 512.
 
     Input is a uint8 stack [stack, height, width]; it is moved to channels-last (the layout CPU
     convolutions support) and scaled to [0, 1] inside the graph."""
-    layers, policy = _Layers(dtype_policy, seed), dtype_policy
+    layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
     x = keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32"))
     x = keras.layers.Permute((2, 3, 1), dtype=policy)(x) if len(observation_shape) == 3 else x[..., None]
@@ -86,19 +100,19 @@ def nature_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "
     x = layers.conv(64, 4, strides=2)(x)
     x = layers.conv(64, 3, strides=1)(x)
     x = keras.layers.Flatten(dtype=policy)(x)
-    x = layers.dense(512, activation="relu")(x)
-    outputs = layers.dense(num_actions, name="q_values", dtype="float32")(x)  # float32 under mixed precision
-    return keras.Model(inputs, outputs, name="nature_cnn", dtype=policy)
+    return keras.Model(inputs, _head(layers, x, 512, num_actions), name="nature_cnn", dtype=policy)
 
 
 def make_network(kind: str, observation_shape: tuple, observation_dtype, num_actions: int,
-                 hidden_sizes: tuple, dtype_policy: str = "float32", seed: int | None = None) -> keras.Model:
+                 hidden_sizes: tuple, dtype_policy: str = "float32", seed: int | None = None,
+                 head: HeadSpec = HeadSpec()) -> keras.Model:
     """`auto` picks the Nature CNN for uint8 image observations and the MLP otherwise.
 
     `dtype_policy`: every layer's ("mixed_bfloat16": bfloat16 compute with float32 weights; the Q-values
-    stay float32). `seed`: same seed, same initial weights (None: drawn as Keras draws unseeded ones)."""
+    stay float32). `seed`: same seed, same initial weights (None: drawn as Keras draws unseeded ones).
+    `head`: dueling, noisy, distributional (`heads.HeadSpec`); the output is the expected Q either way."""
     if kind == "auto":
         kind = "nature_cnn" if str(observation_dtype) == "uint8" else "mlp"
     if kind == "nature_cnn":
-        return nature_cnn(observation_shape, num_actions, dtype_policy, seed)
-    return mlp(observation_shape, num_actions, hidden_sizes, dtype_policy, seed)
+        return nature_cnn(observation_shape, num_actions, dtype_policy, seed, head)
+    return mlp(observation_shape, num_actions, hidden_sizes, dtype_policy, seed, head)

@@ -34,6 +34,11 @@ def is_atari_id(env_id: str) -> bool:
     return isinstance(entry_point, str) and entry_point.startswith("ale_py")
 
 
+def is_atari_name(name: str) -> bool:
+    """Whether a short name, game name or id (as `--env` takes) is an ALE game."""
+    return is_atari_id(resolve_env_id(name))
+
+
 @functools.lru_cache(maxsize=1)
 def _name_tables() -> tuple[dict, dict, dict, list, list]:
     """Lookup tables over gymnasium's registry, built once.

@@ -9,7 +9,9 @@ variables in one call per array, just before the learner needs them.
 It is a `ReplayRing`: the host API (`sample`, `gather`, `is_sampleable`, checkpoint chunks) behaves
 identically, so the same replay tests run on both. The in-graph sampler draws from its own seeded
 `tf.random.Generator`, so its batches differ from the host ring's NumPy draws for the same seed.
-One-step returns only (the config refuses learner.n_step > 1 with it).
+n-step returns and reward clipping are rebuilt in the graph as the host ring rebuilds them; a
+prioritized sampler keeps its sum tree in a tf.Variable (`samplers.GraphPrioritizedSampler`), sampled
+and updated inside the update graph.
 """
 
 from __future__ import annotations
@@ -25,8 +27,11 @@ _MIRRORED_COUNTERS = ("writes", "oldest", "cursor", "filled")      # what the in
 
 class DeviceReplay(ReplayRing):
     def __init__(self, capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
-                 num_streams: int = 1, seed: int = 0):
-        super().__init__(capacity, frame_shape, frame_dtype, stack_size, num_streams, seed)
+                 num_streams: int = 1, seed: int = 0, n_step: int = 1, gamma: float = 1.0,
+                 clip_rewards: bool = False, sampler=None):
+        self.graph_generator = tf.random.Generator.from_seed(seed)
+        super().__init__(capacity, frame_shape, frame_dtype, stack_size, num_streams, seed, n_step, gamma,
+                         clip_rewards, sampler)
         frames_shape = self._frames.shape
         self._frames = None  # the host frame array is never touched (np.zeros pages stay uncommitted)
         self._variables = {"frames": tf.Variable(tf.zeros(frames_shape, tf.as_dtype(frame_dtype)), trainable=False)}
@@ -34,7 +39,6 @@ class DeviceReplay(ReplayRing):
             self._variables[name] = tf.Variable(getattr(self, "_" + name), trainable=False)
         self._staged = []   # (slots, frames) written since the last flush, in order
         self._touched = []  # slots whose records changed since the last flush
-        self._generator = tf.random.Generator.from_seed(seed)
 
     # ------------------------------------------------------------------ host side: staging and flushing
 
@@ -60,6 +64,11 @@ class DeviceReplay(ReplayRing):
                 self._variables[name].scatter_nd_update(touched[:, None], getattr(self, "_" + name)[touched])
         self._staged, self._touched = [], []
         self._assign_counters()
+        self.sampler.flush()
+
+    def sample_indices(self, batch_size: int, draws: int | None = None) -> np.ndarray:
+        self.flush()  # a prioritized sampler's new slots enter its tree here
+        return super().sample_indices(batch_size, draws)
 
     def _assign_counters(self) -> None:
         for name in _MIRRORED_COUNTERS:
@@ -91,55 +100,75 @@ class DeviceReplay(ReplayRing):
     def counters(self) -> dict:
         """The host ring's counters and the in-graph sampler's RNG state, so a resumed run draws the
         batches the uninterrupted run would have drawn."""
-        return {**super().counters(), "graph_rng": self._generator.state.numpy().tolist()}
+        return {**super().counters(), "graph_rng": self.graph_generator.state.numpy().tolist()}
 
     def load_counters(self, counters: dict) -> None:
         super().load_counters(counters)
-        self._generator.state.assign(np.asarray(counters["graph_rng"], np.int64))
+        self.graph_generator.state.assign(np.asarray(counters["graph_rng"], np.int64))
         self._assign_counters()
 
     # ------------------------------------------------------------------ graph side: sampling
 
     def _sampleable(self, slot: tf.Tensor) -> tf.Tensor:
-        """`ReplayRing.is_sampleable` in TF ops (one-step), on the mirrored records."""
+        """`ReplayRing.is_sampleable` in TF ops, on the mirrored records."""
         v = self._variables
         stream, seq = tf.gather(v["stream"], slot), tf.gather(v["seq"], slot)
         history = tf.minimum(tf.cast(tf.gather(v["step_in_episode"], slot), tf.int64), self._stack_size - 1)
-        return ((slot < v["filled"][0]) & (tf.gather(v["writes"], stream) - 1 - seq >= 1)
+        return ((slot < v["filled"][0]) & (tf.gather(v["writes"], stream) - 1 - seq >= self._n_step)
                 & (seq - history >= tf.gather(v["oldest"], stream)) & ~tf.gather(v["final_only"], slot))
 
-    def _draw(self, size) -> tf.Tensor:
-        """Slots drawn uniformly over every written slot (as `sample_indices` draws)."""
-        age = self._generator.uniform([size], 0, self._variables["filled"][0], dtype=tf.int64)
+    def draw_uniform_in_graph(self, size) -> tf.Tensor:
+        """Slots drawn uniformly over every written slot (as `draw_uniform` draws)."""
+        age = self.graph_generator.uniform([size], 0, self._variables["filled"][0], dtype=tf.int64)
         return (self._variables["cursor"][0] - 1 - age) % self.capacity
 
-    def sample_in_graph(self, batch_size: int) -> tuple:
-        """A batch (observation, action, reward, bootstrap, next_observation) drawn and rebuilt in TF ops;
-        call `flush()` on the host first. Refused draws are redrawn, as on the host."""
-        slot = self._draw(batch_size)
+    def sample_in_graph(self, batch_size: int, beta=1.0) -> tuple:
+        """A batch (observation, action, reward, bootstrap, next_observation, weight) and its slots, drawn
+        by the sampler and rebuilt in TF ops; call `flush()` on the host first. Refused draws are redrawn,
+        as on the host."""
+        slot = self.sampler.draw_in_graph(batch_size, self.graph_generator)
 
         def redraw(slot, accepted):
-            slot = tf.where(accepted, slot, self._draw(batch_size))
+            slot = tf.where(accepted, slot, self.sampler.redraw_in_graph(batch_size, self.graph_generator))
             return slot, self._sampleable(slot)
 
         slot, _ = tf.while_loop(lambda s, ok: ~tf.reduce_all(ok), redraw, (slot, self._sampleable(slot)))
-        return self.gather_in_graph(slot)
+        return (*self.gather_in_graph(slot)[:-1], self.sampler.weights_in_graph(slot, beta), slot)
 
     def gather_in_graph(self, slot: tf.Tensor) -> tuple:
-        """`ReplayRing.gather` (one-step) in TF ops: one window of stack_size + 1 frames serves both stacks."""
-        v, k = self._variables, self._stack_size
+        """`ReplayRing.gather` in TF ops: one window of stack_size + n_step frames serves both stacks."""
+        v, k, n = self._variables, self._stack_size, self._n_step
         columns = [slot]
         for _ in range(k - 1):
             columns.insert(0, tf.gather(v["prev"], columns[0]))
-        columns.append(tf.gather(v["next"], slot))
-        window = tf.gather(v["frames"], tf.stack(columns, axis=1))
+        for _ in range(n):
+            columns.append(tf.gather(v["next"], columns[-1]))
+        window_slots = tf.stack(columns, axis=1)
+        window = tf.gather(v["frames"], window_slots)
         start = tf.cast(tf.gather(v["step_in_episode"], slot), tf.int64)
-        before_start = tf.range(-(k - 1), 2, dtype=tf.int64)[None, :] < -start[:, None]
-        window = tf.where(tf.reshape(before_start, [-1, k + 1] + [1] * len(self._frame_shape)),
+        before_start = tf.range(-(k - 1), n + 1, dtype=tf.int64)[None, :] < -start[:, None]
+        window = tf.where(tf.reshape(before_start, [-1, k + n] + [1] * len(self._frame_shape)),
                           tf.zeros_like(window), window)
+        reward, bootstrap, steps = self._returns_in_graph(window_slots[:, k - 1:k - 1 + n])
+        # the next observation's stack ends m = steps slots after `slot`
+        next_columns = steps[:, None] + tf.range(k, dtype=tf.int64)[None, :]
+        next_observation = tf.gather(window, next_columns, axis=1, batch_dims=1)
+        observation = window[:, :k]
         if k == 1:
-            observation, next_observation = window[:, 0], window[:, 1]
-        else:
-            observation, next_observation = window[:, :k], window[:, 1:]
-        bootstrap = 1.0 - tf.cast(tf.gather(v["terminated"], slot), tf.float32)
-        return observation, tf.gather(v["action"], slot), tf.gather(v["reward"], slot), bootstrap, next_observation
+            observation, next_observation = observation[:, 0], next_observation[:, 0]
+        weight = tf.ones_like(reward)
+        return observation, tf.gather(v["action"], slot), reward, bootstrap, next_observation, weight
+
+    def _returns_in_graph(self, ahead: tf.Tensor) -> tuple:
+        """`ReplayRing._returns` in TF ops: (reward, bootstrap, m) from the n slots `ahead` [B, n]."""
+        v = self._variables
+        rewards = tf.gather(v["reward"], ahead)
+        rewards = tf.sign(rewards) if self._clip_rewards else rewards
+        before_end = tf.cumsum(tf.cast(tf.gather(v["final_only"], ahead), tf.int32), axis=1) == 0
+        steps = tf.reduce_sum(tf.cast(before_end, tf.int64), axis=1)  # m: 1..n
+        discounts = tf.constant([self._gamma ** j for j in range(self._n_step)], tf.float32)
+        reward = tf.reduce_sum(rewards * tf.cast(before_end, tf.float32) * discounts, axis=1)
+        last = tf.gather(ahead, steps - 1, axis=1, batch_dims=1)
+        terminated = tf.gather(v["terminated"], last)
+        bootstrap = tf.where(terminated, 0.0, tf.pow(tf.cast(self._gamma, tf.float32), tf.cast(steps - 1, tf.float32)))
+        return reward, bootstrap, steps

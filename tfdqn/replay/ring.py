@@ -19,16 +19,21 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tfdqn.replay.samplers import Sampler, UniformSampler
+from tfdqn.replay.sum_tree import SumTree
+
 
 class Batch(NamedTuple):
     """Transitions for the learner, whose target is reward + gamma * bootstrap * max_a Q(next_observation, a)."""
 
     observation: np.ndarray       # [B, *observation_shape], frame dtype
     action: np.ndarray            # [B] int32
-    reward: np.ndarray            # [B] float32, raw (the learner clips); n-step: sum of gamma^j r_{t+j}
+    reward: np.ndarray            # [B] float32: sum of gamma^j r_{t+j} over the m steps, each r clipped to its
+                                  # sign first where the ring clips (logged returns stay raw)
     bootstrap: np.ndarray         # [B] float32: 0.0 where the episode terminated, else gamma^(m-1) for the m
                                   # rewards summed (1.0 for one-step), so gamma * bootstrap discounts m steps
     next_observation: np.ndarray  # [B, *observation_shape], frame dtype: m steps on (1 for one-step)
+    weight: np.ndarray            # [B] float32 importance weight of each transition's loss (1 when uniform)
 
 
 def _check_sizes(capacity: int, stack_size: int, num_streams: int, n_step: int) -> None:
@@ -84,26 +89,31 @@ class ReplayRing:
     """
 
     def __init__(self, capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
-                 num_streams: int = 1, seed: int = 0, n_step: int = 1, gamma: float = 1.0):
+                 num_streams: int = 1, seed: int = 0, n_step: int = 1, gamma: float = 1.0,
+                 clip_rewards: bool = False, sampler: Sampler | None = None):
         layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step)
         for name, (shape, dtype) in layout.items():  # self._frames, self._action, ... as listed in _layout
             setattr(self, "_" + name, np.zeros(shape, dtype))
         self._num_streams = num_streams
         self._stack_size = stack_size
-        self._n_step, self._gamma = n_step, gamma
+        self._n_step, self._gamma, self._clip_rewards = n_step, gamma, clip_rewards
         self._frame_shape = tuple(frame_shape)
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self.capacity = capacity  # slots, final-frame slots included
         self.observation_shape = self._frame_shape if stack_size == 1 else (stack_size, *self._frame_shape)
         self.nbytes = sum(getattr(self, "_" + name).nbytes for name in layout)
         self._dirty = np.zeros(-(-capacity // CHUNK_SLOTS), bool)
+        self.sampler = sampler or UniformSampler()
+        self.sampler.attach(self)
+        self.nbytes += SumTree.bytes_needed(capacity) if self.sampler.prioritized else 0
 
     @staticmethod
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
-                     num_streams: int = 1, n_step: int = 1) -> int:
+                     num_streams: int = 1, n_step: int = 1, prioritized: bool = False) -> int:
         """`nbytes` of a ring built with these arguments, computed without allocating it."""
         layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step)
-        return sum(math.prod(shape) * dtype.itemsize for shape, dtype in layout.values())
+        sampler = SumTree.bytes_needed(capacity) if prioritized else 0
+        return sum(math.prod(shape) * dtype.itemsize for shape, dtype in layout.values()) + sampler
 
     def add(self, frame, action, reward, terminated, truncated, final_frame, streams=None) -> None:
         """Record one env step of every stream, or of `streams` (distinct indices) where given; each
@@ -156,6 +166,7 @@ class ReplayRing:
         self._newest_slot[streams] = slots
         self._episode_step[streams] += 1
         self._final_count += final_only * len(streams)
+        self.sampler.written(slots, final_only)
         self._cursor[0] = (self._cursor[0] + len(streams)) % self.capacity
         self._filled[0] = min(self._filled[0] + len(streams), self.capacity)
 
@@ -231,33 +242,52 @@ class ReplayRing:
         """Whether at least `batch_size` distinct transitions are sampleable (sampling is with replacement)."""
         return len(self) >= batch_size
 
-    def sample(self, batch_size: int) -> Batch:
-        """A batch drawn uniformly, with replacement, from the sampleable transitions of all streams."""
-        return self.gather(self.sample_indices(batch_size))
+    def sample(self, batch_size: int, beta: float = 1.0) -> Batch:
+        """A batch drawn with replacement from the sampleable transitions of all streams, as the sampler
+        draws (uniformly, or by priority with importance weights of exponent `beta`)."""
+        return Batch(*(x[0] for x in self.sample_stacked(1, batch_size, beta)))
 
-    def sample_stacked(self, count: int, batch_size: int) -> Batch:
+    def sample_stacked(self, count: int, batch_size: int, beta: float = 1.0) -> Batch:
         """`count` batches drawn together, stacked on a leading axis: the input of fused updates. Each
         batch needs `batch_size` sampleable transitions, not all of them together (a round of 64
         updates may fall due right after learning_starts)."""
-        indices = self.sample_indices(batch_size, draws=count * batch_size)
-        return Batch(*(x.reshape(count, batch_size, *x.shape[1:]) for x in self.gather(indices)))
+        return self.stack(self.sample_indices(batch_size, draws=count * batch_size), count, beta)
+
+    def stack(self, indices: np.ndarray, count: int, beta: float = 1.0) -> Batch:
+        """The transitions at `indices` ([count * B], as drawn) as `count` batches stacked on a leading
+        axis, each weighted by the sampler (importance exponent `beta`)."""
+        batch = self.gather(indices)
+        weight = self.sampler.weights(indices.reshape(count, -1), beta)
+        return Batch(*(x.reshape(count, -1, *x.shape[1:]) for x in batch[:-1]), weight)
 
     def sample_indices(self, batch_size: int, draws: int | None = None) -> np.ndarray:
-        """[draws] (default: batch_size) slots drawn uniformly over written slots, redrawing those the
-        predicate refuses; at least `batch_size` transitions must be sampleable."""
+        """[draws] (default: batch_size) slots drawn by the sampler in batches of `batch_size`, redrawing
+        those the predicate refuses; at least `batch_size` transitions must be sampleable."""
         if not self.can_sample(batch_size):
             raise ValueError(f"sample({batch_size}): only {len(self)} transitions are sampleable; "
                              f"check can_sample() first")
         draws = batch_size if draws is None else draws
-        indices = np.empty(draws, np.int64)
-        todo = np.arange(draws)
-        while todo.size:
-            age = self._rng.integers(self._filled[0], size=todo.size)  # 0: the newest slot
-            candidate = (self._cursor[0] - 1 - age) % self.capacity
-            accepted = self.is_sampleable(candidate)
-            indices[todo[accepted]] = candidate[accepted]
-            todo = todo[~accepted]
+        indices = self.sampler.draw(draws, batch_size, self._rng)
+        refused = np.flatnonzero(~self.is_sampleable(indices))
+        while refused.size:
+            indices[refused] = self.sampler.redraw(refused.size, self._rng)
+            refused = refused[~self.is_sampleable(indices[refused])]
         return indices
+
+    def draw_uniform(self, count: int, rng: np.random.Generator) -> np.ndarray:
+        """[count] slots drawn uniformly over the written ones (refused ones included: the caller redraws)."""
+        age = rng.integers(self._filled[0], size=count)  # 0: the newest slot
+        return (self._cursor[0] - 1 - age) % self.capacity
+
+    def update_priorities(self, indices: np.ndarray, losses: np.ndarray, seq: np.ndarray) -> None:
+        """Give the transitions at `indices` the priorities of their per-sample `losses` (|TD error| or
+        the distributional loss), except where the slot was rewritten since it was drawn (its `seq`,
+        read by `seq_of` when drawn, changed)."""
+        current = self._seq[indices] == seq
+        self.sampler.update(indices[current], losses[current])
+
+    def seq_of(self, indices: np.ndarray) -> np.ndarray:
+        return self._seq[indices].copy()
 
     def _window_slots(self, slot: np.ndarray) -> np.ndarray:
         """[B, stack_size + n_step] slots of each stream's frames stack_size - 1 back to n_step on from
@@ -293,17 +323,18 @@ class ReplayRing:
         if k == 1:
             observation, next_observation = observation[:, 0], next_observation[:, 0]
         return Batch(observation=observation, action=self._action[slot], reward=reward, bootstrap=bootstrap,
-                     next_observation=next_observation)
+                     next_observation=next_observation, weight=np.ones(len(slot), np.float32))
 
     def _returns(self, ahead: np.ndarray) -> tuple:
         """(reward, bootstrap, m) of the transitions whose n slots from the first on are `ahead` [B, n]: up to
-        n rewards summed with gamma^j, stopping where the episode ended (the slot after its last
+        n rewards (each clipped to its sign first, where the ring clips) summed with gamma^j, stopping where the episode ended (the slot after its last
         transition holds only the final frame); a termination leaves nothing to bootstrap from."""
+        rewards = np.sign(self._reward[ahead]) if self._clip_rewards else self._reward[ahead]
         if self._n_step == 1:
-            return self._reward[ahead[:, 0]], (~self._terminated[ahead[:, 0]]).astype(np.float32), None
+            return rewards[:, 0], (~self._terminated[ahead[:, 0]]).astype(np.float32), None
         summed = np.cumsum(self._final_only[ahead], axis=1) == 0  # step j comes before the episode's end
         steps = summed.sum(axis=1)  # m: 1..n
-        reward = (self._reward[ahead] * summed * self._gamma ** np.arange(self._n_step)).sum(axis=1)
+        reward = (rewards * summed * self._gamma ** np.arange(self._n_step)).sum(axis=1)
         last = ahead[np.arange(len(ahead)), steps - 1]
         bootstrap = np.where(self._terminated[last], 0.0, self._gamma ** (steps - 1))
         return reward.astype(np.float32), bootstrap.astype(np.float32), steps
@@ -333,9 +364,10 @@ class ReplayRing:
             view[...] = arrays[name]
 
     def counters(self) -> dict:
-        """Cursor, fill level, stream positions and episode positions, and the sampling RNG's state."""
+        """Cursor, fill level, stream positions and episode positions, the sampling RNG's state and the
+        sampler's scalars (a prioritized sampler's running maximum)."""
         return {**{name: getattr(self, "_" + name).tolist() for name in COUNTERS},
-                "rng": self._rng.bit_generator.state}
+                "rng": self._rng.bit_generator.state, "sampler": self.sampler.counters()}
 
     def clear_chunk(self, chunk: int) -> None:
         """Zero a chunk that a restored checkpoint had not written yet (no stale flags survive)."""
@@ -358,4 +390,5 @@ class ReplayRing:
         for name in COUNTERS:
             getattr(self, "_" + name)[...] = counters[name]
         self._rng.bit_generator.state = counters["rng"]
+        self.sampler.load_counters(counters["sampler"])
         self._dirty[:] = False

@@ -15,7 +15,7 @@ from tfdqn import config as config_lib
 from tfdqn.actors.collector import RemoteCollector
 from tfdqn.actors.process import ProcessActors
 from tfdqn.actors.ray_actors import RayActors
-from tfdqn.agent.agent import Agent, make_agent
+from tfdqn.agent.agent import Agent, check_augmentation, make_agent
 from tfdqn.config import DQNConfig
 from tfdqn.envs.make import EnvSpec, describe_protocol, make_env
 from tfdqn.envs.seeds import derive_seed
@@ -23,6 +23,7 @@ from tfdqn.envs.vector import make_vector_env
 from tfdqn.errors import UserError
 from tfdqn.replay.device import DeviceReplay
 from tfdqn.replay.ring import ReplayRing
+from tfdqn.replay.samplers import make_sampler
 from tfdqn.run.checkpoint import BestCheckpoint, Checkpointer
 from tfdqn.run.collectors import VectorEnvCollector
 from tfdqn.run.drivers import make_driver
@@ -90,7 +91,8 @@ def memory_for_replay(replay_device: str, nvml="auto") -> tuple[int, str]:
 def check_memory(config: DQNConfig, spec: EnvSpec, nvml="auto") -> None:
     """Refuse a replay that cannot fit before it is allocated, naming both sizes and where."""
     needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
-                                     num_streams=config.num_streams, n_step=config.learner.n_step)
+                                     num_streams=config.num_streams, n_step=config.learner.n_step,
+                                     prioritized=config.replay.sampler == "prioritized")
     available, where = memory_for_replay(config.replay.device, nvml)
     if needed > 0.9 * available:
         fits = int(config.replay.capacity * 0.9 * available / needed)
@@ -99,13 +101,11 @@ def check_memory(config: DQNConfig, spec: EnvSpec, nvml="auto") -> None:
 
 
 def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int) -> ReplayRing:
-    if config.replay.device == "accelerator":
-        replay = DeviceReplay(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
-                              num_streams=num_envs, seed=config.run.seed)
-    else:
-        replay = ReplayRing(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
-                            num_streams=num_envs, seed=config.run.seed, n_step=config.learner.n_step,
-                            gamma=config.learner.gamma)
+    in_graph = config.replay.device == "accelerator"
+    replay = (DeviceReplay if in_graph else ReplayRing)(
+        config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size, num_streams=num_envs,
+        seed=config.run.seed, n_step=config.learner.n_step, gamma=config.learner.gamma,
+        clip_rewards=config.learner.clip_rewards, sampler=make_sampler(config.replay, in_graph))
     print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
           f"({replay.nbytes:,} bytes, {replay.nbytes / config.replay.capacity:.0f} per transition)", flush=True)
     return replay
@@ -180,6 +180,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
             if vector is not None:
                 until_owned.callback(vector.close)
             check_memory(config, spec)
+            check_augmentation(config.learner, spec.observation_shape, spec.frame_dtype)
             make_run_dir(run_dir)
             closing.enter_context(RunLock(run_dir))
             print(f"evaluation {describe_protocol(config.env, spec, config.exploration.eval_epsilon)}", flush=True)

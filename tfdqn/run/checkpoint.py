@@ -7,6 +7,8 @@ Files in `checkpoints/`, for a checkpoint at env step S:
                                 each chunk of slots as of step S
   chunk-C-S.npz                 slots of chunk C written since the previous checkpoint (only those:
                                 the cost of a save follows the new data, not the ring's size)
+  sampler-S.npz                 with prioritized replay: every slot's priority (they change all over the
+                                ring with each update, so they are saved whole, 8 bytes per slot)
   state-S.pkl                   the collector's state (run.collectors.CollectorState): envs mid-episode
                                 where they pickle, newest frames, frame stack
   ckpt-S.complete               the marker, written last (with the versions that wrote the checkpoint):
@@ -135,6 +137,9 @@ class Checkpointer:
                 name = f"chunk-{chunk:05d}-{env_steps}.npz"
                 written += atomic_write(self.directory / name, _npz_bytes(self._replay.chunk_arrays(chunk)))
                 self._chunk_files[chunk] = name
+            sampler_arrays = self._replay.sampler.arrays()
+            if sampler_arrays:
+                written += atomic_write(self.directory / f"sampler-{env_steps}.npz", _npz_bytes(sampler_arrays))
             manifest = {"counters": self._replay.counters(), "chunks": self._chunk_files}
             written += atomic_write(self.directory / f"replay-{env_steps}.json", json.dumps(manifest).encode())
         written += atomic_write(self.directory / f"state-{env_steps}.pkl", pickle.dumps(loop_state))
@@ -172,7 +177,7 @@ class Checkpointer:
         """Names of the files checkpoint `env_steps` reads, its chunks from older saves included; where
         its manifest does not read, every chunk file up to its step."""
         names = {p.name for p in self.directory.glob(f"ckpt-{env_steps}.*")}
-        names |= {f"replay-{env_steps}.json", f"state-{env_steps}.pkl"}
+        names |= {f"replay-{env_steps}.json", f"state-{env_steps}.pkl", f"sampler-{env_steps}.npz"}
         try:
             manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text())
             return names | set(manifest["chunks"].values())
@@ -206,6 +211,9 @@ class Checkpointer:
                 with np.load(self.directory / chunks[chunk]) as arrays:
                     self._replay.load_chunk(chunk, arrays)
             self._replay.load_counters(manifest["counters"])
+            if self._replay.sampler.prioritized:
+                with np.load(self.directory / f"sampler-{env_steps}.npz") as arrays:
+                    self._replay.sampler.load_arrays(arrays)
             self._chunk_files = chunks
         return loop_state
 

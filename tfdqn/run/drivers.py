@@ -16,12 +16,14 @@ async runs are not bit-reproducible; the synchronous modes are.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 
 import tensorflow as tf
 
 from tfdqn.agent.counters import Counters
+from tfdqn.replay.samplers import importance_exponent
 from tfdqn.run.cadence import updates_due
 from tfdqn.telemetry.phase_timer import PhaseTimer
 
@@ -29,28 +31,42 @@ MAX_FUSED_UPDATES = 64  # updates per fused call: bounds the k-batch copy when m
 
 
 class HostReplayUpdates:
-    """k updates on k batches that the host ring samples together and `update_many` takes in one call."""
+    """k updates on k batches that the host ring samples together and `update_many` takes in one call;
+    with prioritized replay the priorities the k updates return are written back after the call (so
+    updates 2..k of a call drew with the priorities from before it: exact at one update per call, which
+    the device ring's in-graph tree keeps at any k)."""
 
-    def __init__(self, learner, replay, batch_size: int):
+    def __init__(self, learner, replay, batch_size: int, beta, replay_lock: threading.Lock):
         self._learner, self._replay, self._batch_size = learner, replay, batch_size
+        self._beta, self._lock = beta, replay_lock
 
     def ready(self) -> bool:
         return self._replay.can_sample(self._batch_size)
 
     def prepare(self, k: int):
         """Called under the replay lock: everything that reads the replay's host arrays."""
-        return self._replay.sample_stacked(k, self._batch_size)
+        indices = self._replay.sample_indices(self._batch_size, draws=k * self._batch_size)
+        beta = float(self._beta()) if self._replay.sampler.prioritized else 1.0
+        return self._replay.stack(indices, k, beta), indices, self._replay.seq_of(indices)
 
-    def run(self, batches) -> dict:
-        return self._learner.update_many(*batches)
+    def run(self, prepared) -> dict:
+        batches, indices, seq = prepared
+        metrics = self._learner.update_many(*batches)
+        if self._replay.sampler.prioritized:
+            with self._lock:
+                self._replay.update_priorities(indices, metrics["priority"].numpy().reshape(-1), seq)
+        return metrics
 
 
 class DeviceReplayUpdates:
-    """k updates whose batches the update graph draws from the device ring (`replay.device: accelerator`)."""
+    """k updates whose batches the update graph draws from the device ring (`replay.device: accelerator`),
+    writing the priorities of a prioritized sampler in the same graph."""
 
-    def __init__(self, learner, replay, batch_size: int):
+    def __init__(self, learner, replay, batch_size: int, beta, replay_lock: threading.Lock):
         self._replay, self._batch_size = replay, batch_size
-        self._update = learner.make_replay_update(lambda: replay.sample_in_graph(batch_size))
+        sampler = replay.sampler
+        self._update = learner.make_replay_update(lambda: replay.sample_in_graph(batch_size, beta()), batch_size,
+                                                  sampler.write_in_graph if sampler.prioritized else None)
 
     def ready(self) -> bool:
         return self._replay.can_sample(self._batch_size)
@@ -203,11 +219,13 @@ class BackgroundDriver:
 def make_driver(config, agent, replay, replay_lock: threading.Lock, timer: PhaseTimer, num_envs: int):
     """The driver the config asks for: `replay.device` picks the batch source, `run.async_learner` the thread."""
     source_type = DeviceReplayUpdates if config.replay.device == "accelerator" else HostReplayUpdates
-    source = source_type(agent.learner, replay, config.replay.batch_size)
-    run = config.run
+    run, r = config.run, config.replay
+    beta = lambda: importance_exponent(agent.counters.env_steps, r.importance_exponent,  # noqa: E731
+                                       r.importance_exponent_end, run.total_steps)
+    source = source_type(agent.learner, replay, r.batch_size, beta, replay_lock)
     cadence = (run.learning_starts, run.training_interval, run.env_steps_per_round)
     if not run.async_learner:
         return InlineDriver(source, agent.counters, cadence, timer)
     # One vector step's updates, or one round's, may be pending.
-    slack = max(1, -(-max(num_envs, run.env_steps_per_round) // run.training_interval))
+    slack = max(1, math.ceil(max(num_envs, run.env_steps_per_round) / run.training_interval))
     return BackgroundDriver(source, agent.counters, cadence, slack, replay_lock, timer)

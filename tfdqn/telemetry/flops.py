@@ -6,6 +6,8 @@ add well under 1% for the networks here."""
 
 import keras
 
+from tfdqn.agent.noisy import NoisyDense
+
 
 def layer_flops(model: keras.Model) -> list[int]:
     """Forward FLOPs per sample of each convolution and dense layer, input to output."""
@@ -17,6 +19,8 @@ def layer_flops(model: keras.Model) -> list[int]:
             counts.append(2 * out_h * out_w * filters * kernel_h * kernel_w * channels_in)
         elif isinstance(layer, keras.layers.Dense):
             counts.append(2 * layer.kernel.shape[0] * layer.kernel.shape[1])
+        elif isinstance(layer, NoisyDense):
+            counts.append(2 * layer.kernel_mu.shape[0] * layer.kernel_mu.shape[1])
     return counts
 
 

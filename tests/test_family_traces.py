@@ -1,0 +1,51 @@
+"""Every combination of head and loss: act, evaluation act, one update and fused updates each run on
+one trace, whatever the batch size or the number of fused updates."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from tfdqn import config as config_lib
+from tfdqn.agent.agent import make_agent
+
+COMBINATIONS = list(itertools.product(["huber", "categorical", "quantile"], [False, True], [False, True]))
+
+
+def _batch(rng, leading, observation_shape, dtype):
+    def observations():
+        if dtype == np.uint8:
+            return rng.integers(0, 256, (*leading, *observation_shape), dtype=np.uint8)
+        return rng.normal(size=(*leading, *observation_shape)).astype(np.float32)
+    return (observations(), rng.integers(0, 2, leading).astype(np.int32), rng.normal(size=leading).astype(np.float32),
+            np.ones(leading, np.float32), observations(), rng.uniform(0.1, 1.0, leading).astype(np.float32))
+
+
+def _check_traces(agent, observation_shape, dtype):
+    rng = np.random.default_rng(0)
+    for size in (3, 5):
+        agent.actor.act(_batch(rng, (size,), observation_shape, dtype)[0])
+        agent.actor.act_with_epsilon(_batch(rng, (size,), observation_shape, dtype)[0], 0.0)
+        metrics = agent.learner.update(*_batch(rng, (size,), observation_shape, dtype))
+        assert metrics["priority"].shape == (size,) and np.isfinite(metrics["td_loss"].numpy())
+    for k in (1, 3):
+        metrics = agent.learner.update_many(*_batch(rng, (k, 4), observation_shape, dtype))
+        assert metrics["priority"].shape == (k, 4)
+    for function in (agent.actor.act_function, agent.actor.act_with_epsilon_function,
+                     agent.learner.update_function, agent.learner.update_many_function):
+        assert function.experimental_get_tracing_count() == 1, function.python_function.__name__
+
+
+@pytest.mark.parametrize("loss, dueling, noisy", COMBINATIONS,
+                         ids=[f"{l}-{'dueling' if d else 'plain'}-{'noisy' if n else 'linear'}" for l, d, n in COMBINATIONS])
+def test_every_head_and_loss_runs_on_one_trace_per_function(loss, dueling, noisy):
+    config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
+        "learner.loss": loss, "network.dueling": dueling, "network.noisy": noisy, "learner.num_atoms": 11,
+        "learner.num_quantiles": 8, "network.hidden_sizes": [16, 16], "compute.update_jit_compile": False})
+    _check_traces(make_agent(config, (4,), np.float32, 2), (4,), np.float32)
+
+
+def test_the_rainbow_update_with_augmentation_on_atari_frames_runs_on_one_trace():
+    config = config_lib.resolve_config([], {"env.id": "Pong", "learner.augment_pad": 4,
+                                            "learner.augment_intensity": 0.05}, preset="rainbow")
+    _check_traces(make_agent(config, (4, 84, 84), np.uint8, 2), (4, 84, 84), np.uint8)

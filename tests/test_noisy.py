@@ -1,0 +1,121 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tfdqn.agent.noisy import NoisyDense
+
+P, Q = 6, 4
+
+
+def _layer(**kwargs):
+    layer = NoisyDense(Q, **{"seed": 1, "noise_seed": 2, **kwargs})
+    layer.build((None, P))
+    return layer
+
+
+def _f(x):
+    return np.sign(x) * np.sqrt(np.abs(x))
+
+
+def _inputs():
+    return tf.constant(np.random.default_rng(0).normal(size=(3, P)).astype(np.float32))
+
+
+def test_initial_weights_are_seeded_and_in_range():
+    a, b, c = _layer(), _layer(), _layer(seed=7)
+    for x, y in zip(a.weights, b.weights):
+        np.testing.assert_array_equal(x.numpy(), y.numpy())
+    assert not np.array_equal(a.kernel_mu.numpy(), c.kernel_mu.numpy())
+    assert not np.array_equal(a.kernel_mu.numpy()[0], a.bias_mu.numpy())
+    bound = 1 / np.sqrt(P)
+    for mu in (a.kernel_mu, a.bias_mu):
+        assert np.all(np.abs(mu.numpy()) <= bound) and np.abs(mu.numpy()).max() > bound / 2
+    for sigma in (a.kernel_sigma, a.bias_sigma):
+        np.testing.assert_allclose(sigma.numpy(), 0.5 / np.sqrt(P), rtol=1e-6)
+
+
+def test_evaluation_uses_the_means_and_training_draws_fresh_noise():
+    layer, x = _layer(), _inputs()
+    expected = x.numpy() @ layer.kernel_mu.numpy() + layer.bias_mu.numpy()
+    for training in (False, None):
+        np.testing.assert_array_equal(layer(x, training=training).numpy(), expected)
+    assert not np.allclose(layer(x, training=True), layer(x, training=True))
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_graph_draws_fresh_noise_per_call_without_retracing(jit_compile):
+    layer, x, traces = _layer(), _inputs(), []
+
+    @tf.function(jit_compile=jit_compile, autograph=False)
+    def twice(x):
+        traces.append(1)
+        return layer(x, training=True), layer(x, training=True), layer(x, training=False)
+
+    outputs = [twice(x) for _ in range(3)]
+    assert len(traces) == 1
+    noisy = [o.numpy() for first, second, _ in outputs for o in (first, second)]
+    assert len({o.tobytes() for o in noisy}) == len(noisy)
+    expected = x.numpy() @ layer.kernel_mu.numpy() + layer.bias_mu.numpy()
+    np.testing.assert_allclose(outputs[-1][2], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_noise_is_factorised():
+    layer = _layer()
+    for var, value in ((layer.kernel_mu, 0.0), (layer.bias_mu, 0.0), (layer.kernel_sigma, 1.0), (layer.bias_sigma, 1.0)):
+        var.assign(np.full(var.shape, value, np.float32))
+    out = layer(tf.constant(np.vstack([np.eye(P), np.zeros((1, P))]), tf.float32), training=True).numpy()
+    bias, kernel = out[-1], out[:-1] - out[-1]
+    assert np.linalg.matrix_rank(kernel, tol=1e-5) == 1
+    # The same draws by hand: eps_in then eps_out from a generator seeded as the layer's.
+    generator = keras.random.SeedGenerator(2)
+    eps_in, eps_out = (keras.random.normal((n,), seed=generator).numpy() for n in (P, Q))
+    np.testing.assert_allclose(kernel, np.outer(_f(eps_in), _f(eps_out)), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bias, _f(eps_out), rtol=1e-6)
+
+
+def test_noise_seed_fixes_the_noise_sequence():
+    x = _inputs()
+    layers = _layer(), _layer(seed=9), _layer(noise_seed=3)  # sigma is the same for all three
+    noise = [[layer(x, training=True).numpy() - layer(x).numpy() for _ in range(3)] for layer in layers]
+    np.testing.assert_allclose(noise[0], noise[1], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(noise[0][0], noise[0][1])
+    assert not np.allclose(noise[0], noise[2])
+
+
+def test_noise_state_is_a_variable_but_not_a_weight_and_is_checkpointed(tmp_path):
+    model = keras.Sequential([keras.Input((P,)), NoisyDense(Q, noise_seed=2)])
+    layer = model.layers[0]
+    state = layer.seed_generator.state
+    assert all(state is not w for w in model.weights) and len(model.weights) == 4
+    assert any(state is v for v in model.variables)
+    x = _inputs()
+    path = tf.train.Checkpoint(online=model).write(str(tmp_path / "ckpt"))
+    after_save = model(x, training=True).numpy()
+    model(x, training=True)
+    tf.train.Checkpoint(online=model).read(path).assert_consumed()
+    np.testing.assert_array_equal(model(x, training=True).numpy(), after_save)
+
+
+def test_config_round_trips():
+    layer = NoisyDense(Q, activation="relu", sigma0=0.3, seed=4, noise_seed=5, name="noisy", dtype="mixed_bfloat16")
+    for copy in (NoisyDense.from_config(layer.get_config()), keras.layers.deserialize(keras.layers.serialize(layer))):
+        assert isinstance(copy, NoisyDense)
+        assert copy.get_config() == layer.get_config()
+        assert (copy.units, copy.sigma0, copy.seed, copy.noise_seed, copy.name) == (Q, 0.3, 4, 5, "noisy")
+        assert copy.activation is keras.activations.relu and copy.dtype_policy.name == "mixed_bfloat16"
+
+
+def test_mixed_bfloat16_computes_in_bfloat16_with_float32_variables():
+    layer = _layer(dtype="mixed_bfloat16")
+    for training in (True, False):
+        assert layer(_inputs(), training=training).dtype == tf.bfloat16
+    assert {v.dtype for v in layer.weights} == {"float32"}
+
+
+def test_training_gradients_reach_means_and_sigmas():
+    layer = _layer()
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(layer(_inputs(), training=True) ** 2)
+    gradients = tape.gradient(loss, layer.trainable_variables)
+    assert len(gradients) == 4 and all(np.abs(g.numpy()).sum() > 0 for g in gradients)

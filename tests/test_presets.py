@@ -1,0 +1,80 @@
+"""`--preset`: each recipe's settings with their sources, adapted to vector observations, and a short
+real Atari run for each."""
+
+import subprocess
+import sys
+
+import pytest
+
+import tfdqn
+from tests.conftest import REPO, SMALL_CARTPOLE
+from tfdqn import config as config_lib
+from tfdqn.presets import PRESETS
+
+
+PRINT_EVERY_PRESET = """
+import sys
+from tfdqn.presets import PRESETS
+from tfdqn.train import main
+for preset in PRESETS:
+    print("=== " + preset, flush=True)
+    assert main(["--env", "Pong", "--preset", preset, "--print-config"]) == 0
+"""
+
+
+def test_print_config_exits_0_for_each_preset_on_pong_and_names_each_values_source():
+    result = subprocess.run([sys.executable, "-c", PRINT_EVERY_PRESET], cwd=REPO, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    printed = dict(part.split("\n", 1) for part in result.stdout.split("=== ")[1:])
+    assert list(printed) == list(PRESETS)
+    for preset, text in printed.items():
+        lines = text.splitlines()
+        n_step = next(line for line in lines if line.strip().startswith("n_step:"))
+        assert f"[preset recipe: {PRESETS[preset].source}]" in n_step and "(Hessel et al. 2018 use 3)" in n_step
+        assert any(line.strip().startswith("clip_rewards: true") and "[file atari.yaml]" in line for line in lines)
+        assert all("  # " in line and line.endswith("]") for line in lines if line.startswith("  "))
+
+
+def test_presets_adapt_to_vector_observations_and_overrides_win():
+    sources = {}
+    rainbow = config_lib.resolve_config([], {"env.id": "CartPole", "learner.n_step": 5}, "rainbow", sources)
+    assert (rainbow.learner.loss, rainbow.network.noisy, rainbow.replay.sampler) == ("categorical", True, "prioritized")
+    assert (rainbow.learner.v_min, rainbow.learner.v_max) == (-100.0, 100.0)  # unclipped CartPole returns
+    assert sources["learner.v_max"].startswith("preset adapted: unclipped returns")
+    assert rainbow.learner.learning_rate == config_lib.resolve_config([], {"env.id": "CartPole"}).learner.learning_rate
+    assert rainbow.learner.n_step == 5 and sources["learner.n_step"] == "--set or a flag"
+    drq = config_lib.resolve_config([], {"env.id": "CartPole"}, "drq_eps", sources)
+    assert drq.learner.augment_pad == 0 and sources["learner.augment_pad"].startswith("preset adapted: vector")
+    pong = config_lib.resolve_config([], {"env.id": "Pong"}, "drq_eps")
+    assert (pong.learner.augment_pad, pong.learner.augment_intensity, pong.env.repeat_action_probability) == (4, 0.05, 0.0)
+
+
+def test_noisy_nets_explore_without_epsilon_unless_told_otherwise():
+    noisy = config_lib.resolve_config([], {"env.id": "CartPole", "network.noisy": True})
+    assert (noisy.exploration.epsilon_start, noisy.exploration.epsilon_end) == (0.0, 0.0)
+    told = config_lib.resolve_config([], {"env.id": "CartPole", "network.noisy": True, "exploration.epsilon_start": 0.5})
+    assert told.exploration.epsilon_start == 0.5
+
+
+def test_an_unknown_preset_and_a_shift_on_vector_observations_are_one_line_errors(tmp_path, run_cmd):
+    result = run_cmd("tfdqn.train", "--env", "CartPole", "--preset", "dqn++", "--print-config")
+    assert result.returncode == 2 and result.stderr.strip() == (
+        "python -m tfdqn.train: error: --preset 'dqn++' is not a preset; allowed: rainbow, der, drq_eps")
+    result = run_cmd("tfdqn.train", *SMALL_CARTPOLE, "--preset", "drq_eps", "--set", "learner.augment_pad=4",
+                     "--logdir", str(tmp_path), "--run-name", "r")
+    error = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(error) == 1 and "learner.augment_pad = 4 needs image observations" in error[0]
+    assert not (tmp_path / "r").exists()  # refused before anything is written
+
+
+@pytest.mark.slow
+def test_each_preset_trains_a_short_atari_run(tmp_path):
+    for preset in PRESETS:
+        config = config_lib.resolve_config([], {
+            "env.id": "Pong", "run.total_steps": 130, "run.learning_starts": 100, "replay.capacity": 1000,
+            "run.final_eval_episodes": 1, "env.max_episode_frames": 400, "run.log_every": 130,
+            "run.checkpoint_every": 0}, preset)
+        summary = tfdqn.train(config, tmp_path / preset, quiet=True)
+        assert summary["updates"] == int(30 / config.run.training_interval) and summary["final_eval_episodes"] == 1
+        assert config.learner.n_step == {"rainbow": 3, "der": 10, "drq_eps": 10}[preset]
