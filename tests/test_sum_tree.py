@@ -98,7 +98,8 @@ def test_numpy_tree_load_leaves_round_trips():
     tree.set(rng.integers(0, 37, 100), rng.random(100))
     restored = SumTree(37)
     restored.load_leaves(tree.leaves())
-    np.testing.assert_array_equal(restored._tree, tree._tree)  # same sums in the same order: the same tree
+    for restored_level, level in zip(restored._levels, tree._levels):  # the same sums: the same tree
+        np.testing.assert_allclose(restored_level, level, rtol=1e-12)
     with pytest.raises(ValueError):
         restored.load_leaves(np.ones(36))
 
@@ -175,15 +176,19 @@ def test_graph_tree_load_leaves_round_trips():
 
 
 def test_python_peer_agrees_with_numpy_tree():
+    """The bench's peer (tools/peer_sum_tree.py) finds the leaves the NumPy tree finds, and weights as it does."""
     spec = importlib.util.spec_from_file_location("peer_sum_tree", REPO / "tools" / "peer_sum_tree.py")
     peer_module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(peer_module)
     rng = np.random.default_rng(6)
     priorities = integer_priorities(rng, 13)
-    peer, tree = peer_module.PythonSumTree(13), SumTree(13)
-    peer.update_batch(np.arange(13), priorities)
+    peer, tree = peer_module.PythonPrioritizedSampler(13, alpha=1.0), SumTree(13)
+    peer.update(np.arange(13), priorities.astype(np.float64), epsilon=0.0)
     tree.set(np.arange(13), priorities)
-    assert peer.total == tree.total
+    assert peer.sums.root() == tree.total
     values = np.cumsum(priorities)[priorities > 0] - 0.5  # inside each positive leaf's interval
-    assert [peer.find(v) for v in values] == tree.find(values).tolist()
-    assert (priorities[peer.sample(8, rng)] > 0).all()
+    assert [peer.sums.retrieve(v) for v in values] == tree.find(values).tolist()
+    indices, weights = peer.sample(8, beta=0.4)
+    assert (priorities[indices] > 0).all()
+    reference = (13 * priorities[indices] / priorities.sum()) ** -0.4
+    np.testing.assert_allclose(weights, reference / reference.max(), rtol=1e-5)

@@ -5,7 +5,7 @@
   each one's FLOPs, roofline share and cost against the plain update.
 - `prioritized_figures`: prioritized sampling plus the priority update of a batch of 32 at 1,000,000
   slots: the NumPy tree (`PrioritizedSampler`), the in-graph tree (`GraphPrioritizedSampler`, one
-  tf.function) and the per-sample Python tree most DQN code uses (`peer_sum_tree.PythonSumTree`).
+  tf.function) and the per-sample Python trees most DQN code uses (`peer_sum_tree`).
 - `device_replay_figures`: the device ring's replay-fed update (batches drawn in the update graph),
   uniform and prioritized, on a Breakout-shaped ring.
 """
@@ -17,7 +17,7 @@ import statistics
 import numpy as np
 
 from bench_timing import calls_per_second
-from peer_sum_tree import PythonSumTree
+from peer_sum_tree import PythonPrioritizedSampler
 
 FAMILY = {  # variant -> (config overrides on atari.yaml, preset)
     "plain": ({}, None), "dueling": ({"network.dueling": True}, None), "noisy": ({"network.noisy": True}, None),
@@ -94,12 +94,13 @@ def prioritized_figures(seconds: float) -> dict:
         with tf.control_dependencies([weights]):
             return graph.write_in_graph(slots, graph_losses)
 
-    peer = PythonSumTree(PER_CAPACITY)
-    peer.tree = build_tree(leaves, tree_size(PER_CAPACITY), np.float64).tolist()
+    peer = PythonPrioritizedSampler(PER_CAPACITY, 0.5)
+    peer.sums.values[:] = build_tree(leaves, tree_size(PER_CAPACITY), np.float64)[1:].astype(np.float32)
+    peer.mins.values[peer.mins.size - 1:][:PER_CAPACITY] = leaves  # the peer's setup, not timed
 
     def peer_step():
-        indices = peer.sample(PER_BATCH, rng)
-        peer.update_batch(indices, (losses + 1e-6) ** 0.5)
+        indices, _ = peer.sample(PER_BATCH, 0.4)
+        peer.update(indices, losses)
 
     figures = {"per_ms_numpy_tree": 1000 / calls_per_second(host_step, seconds),
                "per_ms_graph_tree": 1000 / calls_per_second(lambda: graph_step().numpy(), seconds),

@@ -1,50 +1,73 @@
-"""The sum-tree peer for benchmarks: prioritized replay's sum tree written the way most DQN code writes
-it, one node at a time in Python (one walk up per update, one walk down per draw, a Python loop over
-the batch). It exists so a bench can say what tfdqn's vectorised `SumTree` and `GraphSumTree` buy."""
+"""The prioritized-replay peer for benchmarks: the sum tree as most DQN code writes it (OpenAI Baselines'
+segment trees, which RLlib and CleanRL's Rainbow carry): a sum tree and a min tree over NumPy float32
+arrays, walked one node at a time in Python, with Python loops over the batch for drawing (one
+`np.random.uniform` per stratum), weighting and updating (one NumPy-scalar power per priority). It
+exists so a bench can say what tfdqn's vectorised `SumTree` and `GraphSumTree` buy; tfdqn never uses it."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-class PythonSumTree:
-    """Leaves at P..P+capacity-1 of a flat list (P the next power of two >= capacity), root at 1."""
+class SegmentTree:
+    """`combine` (add or min) over leaves at size-1..2*size-2 of a flat float32 array, the root at 0."""
 
-    def __init__(self, capacity: int):
-        self.capacity = capacity
+    def __init__(self, capacity: int, combine, neutral: float):
         self.size = 1
         while self.size < capacity:
             self.size *= 2
-        self.tree = [0.0] * (2 * self.size)
+        self.combine = combine
+        self.values = np.full(2 * self.size - 1, neutral, np.float32)
 
-    @property
-    def total(self) -> float:
-        return self.tree[1]
+    def update(self, index: int, value) -> None:
+        node = index + self.size - 1
+        self.values[node] = value
+        while node > 0:
+            node = (node - 1) // 2
+            self.values[node] = self.combine(self.values[2 * node + 1], self.values[2 * node + 2])
 
-    def update(self, index: int, priority: float) -> None:
-        node = index + self.size
-        self.tree[node] = priority
-        node //= 2
-        while node >= 1:
-            self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1]
-            node //= 2
+    def leaf(self, index: int):
+        return self.values[index + self.size - 1]
 
-    def update_batch(self, indices, priorities) -> None:
-        for index, priority in zip(indices, priorities):
-            self.update(int(index), float(priority))
+    def root(self):
+        return self.values[0]
 
-    def find(self, value: float) -> int:
-        node = 1
-        while node < self.size:
-            left = 2 * node
-            if value < self.tree[left]:
+
+class SumTree(SegmentTree):
+    def __init__(self, capacity: int):
+        super().__init__(capacity, lambda a, b: a + b, 0.0)
+
+    def retrieve(self, mass) -> int:
+        """The leaf whose prefix-sum interval holds `mass`."""
+        node = 0
+        while 2 * node + 1 < len(self.values):
+            left = 2 * node + 1
+            if mass <= self.values[left]:
                 node = left
             else:
-                value -= self.tree[left]
+                mass -= self.values[left]
                 node = left + 1
-        return node - self.size
+        return node - (self.size - 1)
 
-    def sample(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
-        segment = self.total / batch_size
-        return np.array([self.find(rng.uniform(i * segment, (i + 1) * segment)) for i in range(batch_size)],
-                        np.int64)
+
+class PythonPrioritizedSampler:
+    """Stratified proportional draws with importance weights (N P(i))^-beta / max and priority updates,
+    one sample at a time."""
+
+    def __init__(self, capacity: int, alpha: float):
+        self.capacity, self.alpha = capacity, alpha
+        self.sums, self.mins = SumTree(capacity), SegmentTree(capacity, min, float("inf"))
+
+    def sample(self, batch_size: int, beta: float) -> tuple[list, np.ndarray]:
+        total = self.sums.root()
+        segment = total / batch_size
+        indices = [self.sums.retrieve(np.random.uniform(segment * i, segment * (i + 1))) for i in range(batch_size)]
+        probabilities = np.array([self.sums.leaf(i) for i in indices]) / total
+        weights = (self.capacity * probabilities) ** -beta
+        return indices, weights / weights.max()
+
+    def update(self, indices, losses: np.ndarray, epsilon: float = 1e-6) -> None:
+        for index, priority in zip(indices, np.abs(losses) + epsilon):
+            priority = priority ** self.alpha
+            self.sums.update(index, priority)
+            self.mins.update(index, priority)

@@ -48,27 +48,29 @@ class _Layers:
 
 
 def _head(layers: _Layers, features, hidden: int, num_actions: int):
-    """The hidden layer and output of each stream (one, or value and advantage when dueling), combined,
-    reshaped to [batch, actions, outputs] for a distributional head, then its expected Q. Everything from
-    the outputs on computes in float32, also under mixed precision."""
+    """The hidden layer, then one output layer, or value and advantage output layers combined when
+    dueling (as Dopamine's FullRainbowNetwork, which DER and DrQ(epsilon) run: the hidden layer is shared,
+    where Wang et al. 2016 give each stream its own), reshaped to [batch, actions, outputs] for a
+    distributional head, then its expected Q. Everything from the outputs on computes in float32, also
+    under mixed precision."""
     head, k = layers.head, layers.head.outputs
+    x = layers.head_dense(hidden, activation="relu")(features)
 
-    def stream(units: int, name: str):
-        x = layers.head_dense(hidden, activation="relu")(features)
+    def output(units: int, name: str):
         return layers.head_dense(units, name=name, dtype="float32")(x)
 
-    def per_action(x, actions: int, name: str):
-        return x if k == 1 else keras.layers.Reshape((actions, k), name=name, dtype="float32")(x)
+    def per_action(y, actions: int, name: str):
+        return y if k == 1 else keras.layers.Reshape((actions, k), name=name, dtype="float32")(y)
 
     output_name = "q_values" if k == 1 else DISTRIBUTION
     if head.dueling:
-        value = per_action(stream(k, "value"), 1, "value_per_atom")
-        advantage = per_action(stream(num_actions * k, "advantage"), num_actions, "advantage_per_atom")
+        value = per_action(output(k, "value"), 1, "value_per_atom")
+        advantage = per_action(output(num_actions * k, "advantage"), num_actions, "advantage_per_atom")
         distribution = DuelingCombine(name=output_name, dtype="float32")([value, advantage])
     elif k == 1:
-        distribution = stream(num_actions, output_name)
+        distribution = output(num_actions, output_name)
     else:
-        distribution = per_action(stream(num_actions * k, "outputs"), num_actions, output_name)
+        distribution = per_action(output(num_actions * k, "outputs"), num_actions, output_name)
     if k == 1:
         return distribution
     return ExpectedQ(head.loss, k, head.v_min, head.v_max, name="q_values", dtype="float32")(distribution)

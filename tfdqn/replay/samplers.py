@@ -98,7 +98,7 @@ class PrioritizedSampler(Sampler):
 
     def draw(self, count: int, batch_size: int, rng: np.random.Generator) -> np.ndarray:
         """Stratified per batch: one draw in each of `batch_size` equal segments of the total."""
-        return np.concatenate([self.tree.sample(batch_size, rng) for _ in range(count // batch_size)])
+        return self.tree.sample(batch_size, rng, batches=count // batch_size)
 
     def redraw(self, count: int, rng: np.random.Generator) -> np.ndarray:
         return self.tree.sample_proportional(count, rng)
