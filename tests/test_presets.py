@@ -72,9 +72,9 @@ def test_an_unknown_preset_and_a_shift_on_vector_observations_are_one_line_error
 def test_each_preset_trains_a_short_atari_run(tmp_path):
     for preset in PRESETS:
         config = config_lib.resolve_config([], {
-            "env.id": "Pong", "run.total_steps": 130, "run.learning_starts": 100, "replay.capacity": 1000,
-            "run.final_eval_episodes": 1, "env.max_episode_frames": 400, "run.log_every": 130,
+            "env.id": "Pong", "run.total_steps": 120, "run.learning_starts": 100, "replay.capacity": 1000,
+            "run.final_eval_episodes": 1, "env.max_episode_frames": 200, "run.log_every": 120,
             "run.checkpoint_every": 0}, preset)
         summary = tfdqn.train(config, tmp_path / preset, quiet=True)
-        assert summary["updates"] == int(30 / config.run.training_interval) and summary["final_eval_episodes"] == 1
+        assert summary["updates"] == int(20 / config.run.training_interval) and summary["final_eval_episodes"] == 1
         assert config.learner.n_step == {"rainbow": 3, "der": 10, "drq_eps": 10}[preset]

@@ -1,7 +1,8 @@
 """The DQN family's costs, measured side by side for tools/bench.py (which prints and saves them).
 
 - `family_update_figures`: one batch-32 Nature-CNN update (Breakout's frames, the atari.yaml config) for
-  the plain head, dueling, noisy, C51, QR-DQN and the Rainbow preset, timed in interleaved rounds, with
+  the plain head, dueling, noisy, C51, QR-DQN, DrQ(epsilon)'s augmentation and the Rainbow preset, timed in
+  interleaved rounds, with
   each one's FLOPs, roofline share and cost against the plain update.
 - `prioritized_figures`: prioritized sampling plus the priority update of a batch of 32 at 1,000,000
   slots: the NumPy tree (`PrioritizedSampler`), the in-graph tree (`GraphPrioritizedSampler`, one
@@ -22,7 +23,7 @@ from peer_sum_tree import PythonPrioritizedSampler
 FAMILY = {  # variant -> (config overrides on atari.yaml, preset)
     "plain": ({}, None), "dueling": ({"network.dueling": True}, None), "noisy": ({"network.noisy": True}, None),
     "c51": ({"learner.loss": "categorical"}, None), "qr": ({"learner.loss": "quantile"}, None),
-    "rainbow": ({}, "rainbow")}
+    "augmented": ({"learner.augment_pad": 4, "learner.augment_intensity": 0.05}, None), "rainbow": ({}, "rainbow")}
 ROUNDS = 3
 PER_CAPACITY, PER_BATCH = 1_000_000, 32
 
