@@ -26,6 +26,25 @@ def test_graph_gather_equals_host_gather_for_every_sampleable_slot(stack_size, n
         np.testing.assert_array_equal(a, b.numpy(), err_msg=name)
 
 
+@pytest.mark.parametrize("stack_size", [1, 4])
+def test_graph_n_step_returns_with_clipped_rewards_equal_the_host_rings(stack_size):
+    """n-step sums of rewards each clipped to its sign, the discount to bootstrap with and the next
+    observation m steps on: rebuilt in the graph as the host ring rebuilds them."""
+    from tests.test_replay import EPISODE_LENGTHS, FRAME_SHAPE, Reference, _rotations
+
+    ring = DeviceReplay(3 * 24, FRAME_SHAPE, np.int32, stack_size, num_streams=3, seed=0, n_step=3, gamma=0.9,
+                        clip_rewards=True)
+    reference = Reference(stack_size, 3 * 24, _rotations(EPISODE_LENGTHS, 3), "mixed")
+    for _ in range(70):
+        reference.step(ring)
+    indices = _all_sampleable(ring)
+    host = ring.gather(indices)
+    assert set(np.unique(host.reward)) - {0.0} and np.abs(host.reward).max() <= 1 + 0.9 + 0.81
+    graph = ring.gather_in_graph(tf.constant(indices))
+    for name, a, b in zip(host._fields, host, graph):
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-6, err_msg=name)
+
+
 @pytest.mark.parametrize("stack_size, num_streams", [(4, 1), (4, 3)])
 def test_graph_sampler_draws_only_sampleable_slots_and_repeats_for_a_seed(stack_size, num_streams):
     draws = []

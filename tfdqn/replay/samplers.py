@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfdqn.replay.graph_sum_tree import GraphSumTree
-from tfdqn.replay.sum_tree import SumTree
+from tfdqn.replay.sum_tree import SumTree, check_priorities
 
 
 class Sampler:
@@ -104,14 +104,19 @@ class PrioritizedSampler(Sampler):
         return self.tree.sample_proportional(count, rng)
 
     def weights(self, indices: np.ndarray, beta: float) -> np.ndarray:
-        weight = self.tree.get(indices) ** -beta
+        weight = self.tree.get_drawn(indices) ** -beta
         return (weight / weight.max(axis=-1, keepdims=True)).astype(np.float32)
 
     def update(self, indices: np.ndarray, losses: np.ndarray) -> None:
-        priorities = priority(losses.astype(np.float64), self._alpha, self._epsilon)
+        """Indices the tree drew; losses from the update (a non-finite one is refused: it would corrupt
+        every sum above it)."""
+        priorities = priority(np.asarray(losses, np.float64), self._alpha, self._epsilon)
         if priorities.size:
-            self.max_priority = max(self.max_priority, float(priorities.max()))
-        self.tree.set(indices, priorities)
+            largest = float(priorities.max())
+            if not (np.isfinite(largest) and priorities.min() >= 0):
+                check_priorities(priorities)  # raises, naming the value
+            self.max_priority = max(self.max_priority, largest)
+            self.tree.set_drawn(indices, priorities)
 
     def counters(self) -> dict:
         return {"max_priority": self.max_priority}

@@ -92,14 +92,25 @@ class SumTree:
     def set(self, indices, priorities) -> None:
         """Write leaf priorities (a scalar broadcasts); an index repeated in one call keeps its last write
         (NumPy's fancy assignment writes in order)."""
-        nodes = self._check_indices(indices).ravel()
-        self._levels[0][nodes] = check_priorities(np.broadcast_to(np.asarray(priorities, np.float64), nodes.shape))
+        indices = self._check_indices(indices).ravel()
+        priorities = np.asarray(priorities, np.float64)
+        if priorities.shape != indices.shape:
+            priorities = np.broadcast_to(priorities, indices.shape)
+        self.set_drawn(indices, check_priorities(priorities))
+
+    def set_drawn(self, nodes: np.ndarray, priorities: np.ndarray) -> None:
+        """`set` for leaves this tree drew and priorities already checked: the prioritized sampler's path."""
+        self._levels[0][nodes] = priorities
         for below, above in zip(self._levels, self._levels[1:]):
             nodes = nodes // FAN_OUT
-            above[nodes] = below.reshape(-1, FAN_OUT)[nodes].sum(axis=1)
+            above[nodes] = np.take(below.reshape(-1, FAN_OUT), nodes, axis=0).sum(axis=1)
 
     def get(self, indices) -> np.ndarray:
         return self._levels[0][self._check_indices(indices)]
+
+    def get_drawn(self, indices: np.ndarray) -> np.ndarray:
+        """`get` for leaves this tree drew: no range check."""
+        return self._levels[0][indices]
 
     def find(self, values) -> np.ndarray:
         """For each value in [0, total), the leaf whose prefix-sum interval holds it, never a zero leaf."""
@@ -114,22 +125,20 @@ class SumTree:
         if not chosen.all():
             node, chosen = _last_positive(node, chosen, top[None, :], np.zeros_like(node))
         values -= running[node] - chosen
-        rows, starts = _rows(len(values))
+        rows, starts, ends = _rows(len(values))
         for level in reversed(self._levels[:-1]):
-            children = np.take(level.reshape(-1, FAN_OUT), node, axis=0)
+            children = np.take(level.reshape(-1, FAN_OUT), node, axis=0).ravel()
             # The chosen groups laid end to end: their running sums are one sorted array, in which each
             # value (offset by the sums of the groups before its own) is found by one searchsorted.
-            running = np.cumsum(children.ravel())
-            values += running[starts] - children[:, 0]
-            found = np.minimum(np.searchsorted(running, values, side="right"), starts + (FAN_OUT - 1))
-            chosen = running[found]
-            child = found - starts
-            if not children[rows, child].all():
-                child, _ = _last_positive(child, children[rows, child], children, rows)
+            running = np.cumsum(children)
+            before = running - children  # each entry's exclusive running sum
+            values += before[starts]
+            found = np.minimum(np.searchsorted(running, values, side="right"), ends)
+            if not children[found].all():
+                child, _ = _last_positive(found - starts, children[found], children.reshape(-1, FAN_OUT), rows)
                 found = starts + child
-                chosen = running[found]
-            values -= chosen - children[rows, child]
-            node = node * FAN_OUT + child
+            values -= before[found]
+            node = (node - rows) * FAN_OUT + found
         return node
 
     def _checked_running(self) -> np.ndarray:
@@ -142,7 +151,7 @@ class SumTree:
         """Stratified draws: for each of `batches` batches, one uniform value in each of batch_size equal
         segments of [0, total); [batches * batch_size], batch after batch."""
         running = self._checked_running()
-        segments = np.tile(np.arange(batch_size), batches)
+        segments = _segments(batch_size, batches)
         return self._find((segments + rng.random(len(segments))) * (running[-1] / batch_size), running)
 
     def sample_proportional(self, count: int, rng: np.random.Generator) -> np.ndarray:
@@ -166,11 +175,17 @@ class SumTree:
 
 
 @functools.lru_cache(maxsize=8)
-def _rows(count: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row numbers of a batch of `count` and where each row's group starts when the groups are laid end
-    to end (constant for a batch size, so made once)."""
+def _rows(count: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Row numbers of a batch of `count`, and where each row's group starts and ends when the groups are
+    laid end to end (constant for a batch size, so made once)."""
     rows = np.arange(count)
-    return rows, rows * FAN_OUT
+    return rows, rows * FAN_OUT, rows * FAN_OUT + FAN_OUT - 1
+
+
+@functools.lru_cache(maxsize=8)
+def _segments(batch_size: int, batches: int) -> np.ndarray:
+    """0..batch_size-1, `batches` times: each stratified draw's segment."""
+    return np.tile(np.arange(batch_size), batches)
 
 
 def _last_positive(position: np.ndarray, chosen: np.ndarray, groups: np.ndarray, rows) -> tuple:
