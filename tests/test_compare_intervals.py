@@ -45,7 +45,7 @@ def test_repeats_are_interleaved():  # the sweep test runs one repeat: two would
 def test_sweep_writes_csv_table_figures_and_tensorboard_logs(tmp_path):
     out = tmp_path / "sweep"
     result = subprocess.run([sys.executable, "tools/compare_intervals.py", "--env", "CartPole", "--intervals", "0.5",
-                             "4", "--steps", "800", "--out", str(out)], cwd=REPO,
+                             "4", "--steps", "600", "--out", str(out)], cwd=REPO,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader((out / "intervals.csv").open()))

@@ -103,14 +103,23 @@ def test_noisy_nets_draw_new_noise_per_call_from_each_networks_own_seeded_stream
                            agent.online(OBSERVATION, training=True).numpy())
 
 
+def _noise_states(network) -> list:
+    return [layer.seed_generator.state.numpy().copy() for layer in network.layers if hasattr(layer, "seed_generator")]
+
+
 def test_noisy_acting_draws_noise_in_the_act_graph_and_evaluation_acts_on_the_mean_weights():
-    agent = _noisy_agent()
+    config = config_lib.resolve_config([], {"env.id": "CartPole", "network.noisy": True})
+    agent = make_agent(config, (4,), np.float32, 6)
     observation = np.random.default_rng(5).normal(size=(512, 4)).astype(np.float32)
+    before = _noise_states(agent.online)
     acted = [agent.actor.act(observation).numpy() for _ in range(2)]  # epsilon is 0 with noisy nets
+    after = _noise_states(agent.online)
     assert float(agent.actor.epsilon()) == 0.0 and (acted[0] != acted[1]).any()  # new noise per act call
+    assert all((a != b).any() for a, b in zip(before, after))  # each noisy layer drew in the act graph
     greedy = [agent.actor.act_with_epsilon(observation, 0.0).numpy() for _ in range(2)]
     np.testing.assert_array_equal(greedy[0], greedy[1])
     np.testing.assert_array_equal(greedy[0], np.argmax(agent.online(observation).numpy(), axis=1))
+    assert all((a == b).all() for a, b in zip(after, _noise_states(agent.online)))  # evaluation draws no noise
     assert agent.actor.act_function.experimental_get_tracing_count() == 1
 
 
