@@ -30,8 +30,8 @@ def _wait_for(path, process, timeout=120, pattern=None):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("settings", [[], ["--set", "replay.device=accelerator"], ["--num-envs", "3"],
-                                      ["--preset", "rainbow", "--training-interval", "4"],
-                                      ["--preset", "rainbow", "--training-interval", "4", "--set", "replay.device=accelerator"]],
+                                      ["--preset", "rainbow", "--training-interval", "8"],
+                                      ["--preset", "rainbow", "--training-interval", "8", "--set", "replay.device=accelerator"]],
                          ids=["host-replay", "device-replay", "3-envs", "rainbow-host", "rainbow-device"])
 def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole_run, tmp_path, settings):
     args = [*TINY, "--seed", "3", *settings, "--logdir", str(tmp_path)]

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import keras
-import tensorflow as tf
 
 from tfdqn.agent import losses
 
@@ -65,13 +64,6 @@ class ExpectedQ(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "loss": self.loss, "num_atoms": self.num_atoms, "v_min": self.v_min,
                 "v_max": self.v_max}
-
-
-def expected_q(spec: HeadSpec, distribution: tf.Tensor) -> tf.Tensor:
-    """The Q-values of the learner's distribution output (the same as the network's own output)."""
-    if spec.outputs == 1:
-        return distribution
-    return ExpectedQ(spec.loss, spec.outputs, spec.v_min, spec.v_max)(distribution)
 
 
 def distribution_model(network: keras.Model) -> keras.Model:
