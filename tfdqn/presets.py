@@ -52,8 +52,7 @@ PRESETS = {
         components={"learner.loss": "categorical", "learner.num_atoms": 51, "network.dueling": True,
                     "network.noisy": True, "learner.double_dqn": True, "replay.sampler": "prioritized",
                     "replay.priority_exponent": 0.5, "replay.importance_exponent": 0.4,
-                    "replay.importance_exponent_end": 1.0, "learner.n_step": 3,
-                    "exploration.epsilon_start": 0.0, "exploration.epsilon_end": 0.0},
+                    "replay.importance_exponent_end": 1.0, "learner.n_step": 3},
         atari={"learner.v_min": -10.0, "learner.v_max": 10.0, "learner.optimizer": "adam",
                "learner.learning_rate": 6.25e-5, "learner.adam_epsilon": 1.5e-4, "run.training_interval": 4,
                "learner.target_update_period": 2_000,  # 8,000 agent steps at 4 agent steps per update

@@ -16,6 +16,7 @@ import keras
 from tfdqn.agent import losses
 
 DISTRIBUTION = "distribution"  # the layer whose output the loss reads, where it differs from the Q-values
+Q_VALUES = "q_values"  # the network's output layer: the expected Q of any head
 
 
 class HeadSpec(NamedTuple):
@@ -64,6 +65,12 @@ class ExpectedQ(keras.layers.Layer):
     def get_config(self):
         return {**super().get_config(), "loss": self.loss, "num_atoms": self.num_atoms, "v_min": self.v_min,
                 "v_max": self.v_max}
+
+
+def q_values_of(network: keras.Model, output):
+    """The Q-values of `output`, what `distribution_model(network)` returned: a distributional head's
+    output goes through the network's own `ExpectedQ` layer; the others' is the Q-values already."""
+    return network.get_layer(Q_VALUES)(output) if output.shape.rank == 3 else output
 
 
 def distribution_model(network: keras.Model) -> keras.Model:

@@ -8,7 +8,7 @@ from tfdqn.agent.augmentation import augment
 from tfdqn.agent.counters import Counters
 from tfdqn.agent.flat_call import FlatCall
 from tfdqn.agent.fused_adam import FusedAdam
-from tfdqn.agent.heads import distribution_model
+from tfdqn.agent.heads import distribution_model, q_values_of
 from tfdqn.agent.objectives import make_objective
 from tfdqn.config import LearnerConfig
 
@@ -125,7 +125,7 @@ class Learner:
     def _next_action(self, next_observation, target_next) -> tf.Tensor:
         """a' = argmax of the expected Q of online (double DQN, van Hasselt et al. 2016) or of target."""
         q_next = self.online(next_observation, training=True) if self._config.double_dqn else \
-            self.target.get_layer("q_values")(target_next) if target_next.shape.rank == 3 else target_next
+            q_values_of(self.target, target_next)
         return tf.argmax(q_next, axis=-1, output_type=tf.int32)
 
     def _update(self, observation, action, reward, bootstrap, next_observation, weight):
@@ -147,6 +147,5 @@ class Learner:
                                          tf.equal(self.first_nonfinite_update, 0))
         tf.cond(first_nonfinite, self._record_nonfinite, lambda: tf.constant(False))
         tf.cond(tf.equal(self.updates % c.target_update_period, 0), self._sync_target, lambda: tf.constant(False))
-        q_tm1 = self.online.get_layer("q_values")(online) if online.shape.rank == 3 else online
-        return {"td_loss": loss, "q_values": tf.reduce_mean(tf.reduce_max(q_tm1, axis=-1)),
+        return {"td_loss": loss, "q_values": tf.reduce_mean(tf.reduce_max(q_values_of(self.online, online), axis=-1)),
                 "priority": tf.stop_gradient(priority)}

@@ -7,7 +7,7 @@ import random
 
 import keras
 
-from tfdqn.agent.heads import DISTRIBUTION, DuelingCombine, ExpectedQ, HeadSpec
+from tfdqn.agent.heads import DISTRIBUTION, Q_VALUES, DuelingCombine, ExpectedQ, HeadSpec
 from tfdqn.agent.layers import KERAS_SEED_RANGE, Dense
 from tfdqn.agent.noisy import NoisyDense
 
@@ -62,7 +62,7 @@ def _head(layers: _Layers, features, hidden: int, num_actions: int):
     def per_action(y, actions: int, name: str):
         return y if k == 1 else keras.layers.Reshape((actions, k), name=name, dtype="float32")(y)
 
-    output_name = "q_values" if k == 1 else DISTRIBUTION
+    output_name = Q_VALUES if k == 1 else DISTRIBUTION
     if head.dueling:
         value = per_action(output(k, "value"), 1, "value_per_atom")
         advantage = per_action(output(num_actions * k, "advantage"), num_actions, "advantage_per_atom")
@@ -73,7 +73,7 @@ def _head(layers: _Layers, features, hidden: int, num_actions: int):
         distribution = per_action(output(num_actions * k, "outputs"), num_actions, output_name)
     if k == 1:
         return distribution
-    return ExpectedQ(head.loss, k, head.v_min, head.v_max, name="q_values", dtype="float32")(distribution)
+    return ExpectedQ(head.loss, k, head.v_min, head.v_max, name=Q_VALUES, dtype="float32")(distribution)
 
 
 def mlp(observation_shape: tuple, num_actions: int, hidden_sizes: tuple, dtype_policy: str = "float32",

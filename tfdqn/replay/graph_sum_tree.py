@@ -1,7 +1,7 @@
 """The prioritized-replay sum tree in a tf.Variable, read and written inside the update graph.
 
-Same flat layout and semantics as `SumTree` (see tfdqn/replay/sum_tree.py), in float32, so an
-accelerator's update step can draw and reprioritise a batch with no host round trip. Each method
+The binary layout of tfdqn/replay/sum_tree.py (`tree_size`, `build_tree`) with `SumTree`'s semantics, in
+float32, so an accelerator's update step can draw and reprioritise a batch with no host round trip. Each method
 builds a fixed number of ops (a Python loop over the static number of levels), all shapes are static,
 and nothing syncs with the host, so a tf.function calling them traces once and runs on the device.
 

@@ -101,11 +101,11 @@ class ReplayRing:
         self._rng = np.random.Generator(np.random.PCG64(seed))
         self.capacity = capacity  # slots, final-frame slots included
         self.observation_shape = self._frame_shape if stack_size == 1 else (stack_size, *self._frame_shape)
-        self.nbytes = sum(getattr(self, "_" + name).nbytes for name in layout)
         self._dirty = np.zeros(-(-capacity // CHUNK_SLOTS), bool)
         self.sampler = sampler or UniformSampler()
         self.sampler.attach(self)
-        self.nbytes += SumTree.bytes_needed(capacity) if self.sampler.prioritized else 0
+        self.nbytes = self.bytes_needed(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step,
+                                        self.sampler.prioritized)
 
     @staticmethod
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,

@@ -7,9 +7,8 @@ operation touches the whole batch with one array operation per level and no Pyth
 samples. A parent is always recomputed from its children (never by adding a delta), so repeated writes
 cannot drift the sums and the same leaves always give the same tree.
 
-`find` never returns a zero-priority leaf while the total is positive: at each node it steps into a
-child only if that child's sum is positive, so rounding at an interval boundary, or a value equal to
-the total, lands on the nearest positive leaf instead of an empty one.
+Neither tree's search returns a zero-priority leaf while the total is positive: rounding at an interval
+boundary, or a value equal to the total, lands on the nearest positive leaf instead of an empty one.
 """
 
 from __future__ import annotations
