@@ -140,6 +140,8 @@ class RunConfig:
     log_every: int = _field(1_000, "env steps between TensorBoard summaries")
     checkpoint_every: int = _field(10_000, "env steps between checkpoints; 0 saves only at the end")
     eval_every: int = _field(0, "env steps between periodic evaluations; 0 turns them off")
+    target_return: float = _field(math.inf, "end the run at the first periodic evaluation whose mean return "
+                                            "reaches this, then evaluate and export as at the end; inf: never")
     eval_episodes: int = _field(5, "episodes per periodic evaluation")
     final_eval_episodes: int = _field(10, "episodes of the evaluation at the end of the run")
     num_envs: int = _field(1, "envs stepped together (one act call for all); env steps count across all envs")
@@ -429,6 +431,7 @@ def validate(c: DQNConfig) -> None:
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")
     _check(c.learner.n_step >= 1, "learner.n_step", c.learner.n_step, "an integer >= 1")
+    _check(not math.isnan(c.run.target_return), "run.target_return", c.run.target_return, "a number, or inf")
     _check(interval_fraction(c.run.training_interval) is not None, "run.training_interval", c.run.training_interval,
            "a number > 0 that is a fraction with a denominator of at most 1000 (4, 1, 0.5, 0.25)")
     _validate_family(c)
@@ -445,6 +448,9 @@ def _validate_combinations(c: DQNConfig) -> None:
     if c.compute.deterministic and c.actors.kind != "inline":  # chunks arrive in timing order
         raise UserError(f"config key compute.deterministic = True with actors.kind = {c.actors.kind!r} cannot repeat "
                         f"a run; allowed: one of the two (actors.kind = 'inline' repeats)")
+    if not math.isinf(c.run.target_return) and c.run.eval_every == 0:
+        raise UserError(f"config key run.target_return = {c.run.target_return} needs periodic evaluations, but "
+                        f"run.eval_every = 0; allowed: run.eval_every >= 1, or run.target_return = inf")
     if c.compute.act_device == "cpu" and c.run.async_learner:  # the copy would read weights mid-update
         raise UserError("config key compute.act_device = 'cpu' with run.async_learner = True would copy weights "
                         "while an update writes them; allowed: one of the two (act_device = 'auto' acts on the "

@@ -11,6 +11,7 @@ from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 from tfdqn.presets import PRESETS
+from tfdqn.run.clock import process_start
 from tfdqn.run.lock import refuse_if_held
 from tfdqn.run.run_dir import choose_run_dir, finished_summary, load_run_config
 from tfdqn.run.signals import exit_code
@@ -153,7 +154,8 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     start_tensorflow()
     from tfdqn.run.loop import train  # imports TensorFlow
 
-    summary = train(config, run_dir, quiet=args.quiet, profile_steps=profile_steps, resume=bool(args.resume))
+    summary = train(config, run_dir, quiet=args.quiet, profile_steps=profile_steps, resume=bool(args.resume),
+                    started=process_start())
     if "stopped_by" in summary:
         print(f"stopped by {summary['stopped_by']} at env step {summary['env_steps']}; checkpoint saved; "
               f"continue with: python -m tfdqn.train --resume {run_dir}", file=sys.stderr)

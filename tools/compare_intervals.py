@@ -31,6 +31,7 @@ from tfdqn import config as config_lib  # noqa: E402
 from tfdqn.atomic import atomic_write  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
+from tfdqn.presets import PRESETS  # noqa: E402
 from tfdqn.run.run_dir import choose_run_dir  # noqa: E402
 from tfdqn.run.signals import exit_code  # noqa: E402
 from tools.windows import steady_state, window_series  # noqa: E402
@@ -58,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup-windows", type=number(int), default=1, metavar="W",
                         help="summary windows after learning_starts left out of the averages (default 1)")
     parser.add_argument("--seed", type=number(int), default=0, help="seed of every run (default 0)")
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="a preset on top of the env's config")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the runs, CSV, table and figure")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
@@ -72,7 +74,7 @@ def make_config(args: argparse.Namespace, interval: float) -> config_lib.DQNConf
                  "env.id": args.env, "run.total_steps": args.steps, "run.training_interval": interval,
                  "run.seed": args.seed, "run.learning_starts": learning_starts, "run.log_every": max(args.steps // 10, 1),
                  "run.checkpoint_every": 0, "run.eval_every": 0, "run.final_eval_episodes": 1}
-    return config_lib.resolve_config([], overrides)
+    return config_lib.resolve_config([], overrides, args.preset)
 
 
 def schedule(intervals: list[float], repeats: int) -> list[tuple[float, int]]:

@@ -67,6 +67,7 @@ class Agent(NamedTuple):
         """Every TensorFlow object a checkpoint holds, listed once (names kept stable across versions)."""
         return {"online": self.online, "target": self.target, "optimizer": self.learner.optimizer,
                 "updates": self.counters.updates, "env_steps": self.counters.env_steps,
+                "run_seconds": self.counters.run_seconds,
                 "actor_rng": self.actor.generator, "learner_rng": self.learner.generator}
 
     def sync_acting_copy(self, force: bool = False) -> bool:

@@ -25,11 +25,13 @@ from tfdqn.replay.device import DeviceReplay
 from tfdqn.replay.ring import ReplayRing
 from tfdqn.replay.samplers import make_sampler
 from tfdqn.run.checkpoint import BestCheckpoint, Checkpointer
+from tfdqn.run.clock import RunClock
 from tfdqn.run.collectors import VectorEnvCollector
 from tfdqn.run.drivers import make_driver
 from tfdqn.run.episodes import EpisodeLog
 from tfdqn.run.evaluation import Evaluator
-from tfdqn.run.hooks import EvaluationHook, ProfilerHook, SummaryHook, SummarySources
+from tfdqn.run.csv_log import CsvLog
+from tfdqn.run.hooks import EVALUATIONS_HEADER, EvaluationHook, ProfilerHook, SummaryHook, SummarySources
 from tfdqn.run.lock import RunLock
 from tfdqn.run.run_dir import make_run_dir
 from tfdqn.run.saving import CheckpointService
@@ -60,16 +62,23 @@ class Run:
     writer: Logger
     episodes: EpisodeLog
     evaluator: Evaluator
+    evaluations: CsvLog  # evaluations.csv
+    clock: RunClock
     checkpoint: CheckpointService  # a run service the loop calls, not a hook
     stop: StopRequest
     resumed_from: int | None
     closing: contextlib.ExitStack
     hooks: list = dataclasses.field(default_factory=list)
+    evaluation: EvaluationHook | None = None  # one of `hooks`: it says when the target return is reached
     start_counts: tuple[int, int] = (0, 0)  # (env steps, updates) when the loop starts
     started: float = dataclasses.field(default_factory=time.perf_counter)
 
     def close(self) -> None:
         self.closing.close()
+
+    def reached_target(self) -> bool:
+        """Whether an evaluation reached `run.target_return`, which ends the run."""
+        return self.evaluation.reached_target
 
     def __enter__(self) -> "Run":
         return self
@@ -154,9 +163,10 @@ def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None) ->
     config, agent = run.config.run, run.agent
     sources = SummarySources(agent.counters, agent.actor, agent.learner, run.timer, run.driver, run.monitor,
                              run.writer, run.episodes, run.collector, run.checkpoint, lambda: _replay_gib(run))
-    hooks = [SummaryHook(config.log_every, config.total_steps, sources, quiet),
-             EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer,
-                            BestCheckpoint(run.run_dir / "checkpoints", agent.online))]
+    run.evaluation = EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer,
+                                    BestCheckpoint(run.run_dir / "checkpoints", agent.online), run.evaluations,
+                                    run.clock, config.target_return)
+    hooks = [SummaryHook(config.log_every, config.total_steps, sources, quiet), run.evaluation]
     if profile_steps:
         hooks.append(ProfilerHook(profile_steps, run.run_dir / "profile"))
     for hook in hooks:
@@ -165,12 +175,14 @@ def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None) ->
 
 
 def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, quiet: bool = True,
-              profile_steps: tuple[int, int] | None = None) -> Run:
+              profile_steps: tuple[int, int] | None = None, started: float | None = None) -> Run:
     """Make every part once, envs first (their spec shapes the rest); restore them when `resume`.
+    `started`: Unix seconds the run clock counts from (a command line passes its process start; None: now).
 
     Nothing is written before the replay is known to fit, nor before this process holds the run
     folder's lock (released last, by `close`). On any error what was made is closed."""
     run_dir = pathlib.Path(run_dir)
+    started = time.time() if started is None else started
     closing = contextlib.ExitStack()
     try:
         if config.compute.deterministic:
@@ -207,13 +219,16 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         monitor = SystemMonitor(period=0.5).start()
         closing.callback(monitor.stop)
         episodes = closing.enter_context(contextlib.closing(EpisodeLog(run_dir / "episodes.csv", resumed_from)))
+        evaluations = closing.enter_context(contextlib.closing(
+            CsvLog(run_dir / "evaluations.csv", EVALUATIONS_HEADER, resumed_from)))
+        clock = RunClock(agent.counters.run_seconds, started)
         evaluator = Evaluator(config.env, spec, agent.actor, config.run.seed, config.exploration.eval_epsilon,
                               should_stop=lambda: stop.requested)
         closing.callback(evaluator.close)
         checkpoint = CheckpointService(config.run.checkpoint_every, checkpointer, collector, agent.learner,
-                                       episodes, last=resumed_from)
+                                       (episodes, evaluations), clock, last=resumed_from)
         run = Run(config, run_dir, spec, agent, replay, replay_lock, collector, driver, timer, monitor, writer,
-                  episodes, evaluator, checkpoint, stop, resumed_from, closing)
+                  episodes, evaluator, evaluations, clock, checkpoint, stop, resumed_from, closing)
         run.hooks = _make_hooks(run, quiet, profile_steps)
         run.start_counts = agent.counters.read()
         timer.restart()

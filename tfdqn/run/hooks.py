@@ -38,24 +38,36 @@ class PeriodicHook:
         """Release what the hook holds (nothing, unless it says otherwise)."""
 
 
+EVALUATIONS_HEADER = "env_steps,run_seconds,return_mean,return_std"
+
+
 class EvaluationHook(PeriodicHook):
-    """Periodic games with the evaluation epsilon, logged as `charts/eval_return`; the network with the
-    best mean return so far is kept (`checkpoint.BestCheckpoint`), the last step's network included, so
-    the best is the run's product. An evaluation a stop signal cut short is discarded whole: the games
-    that finish first are the short ones, whose returns are not the network's."""
+    """Periodic games with the evaluation epsilon, logged as `charts/eval_return` and as an
+    `evaluations.csv` row with the run clock's reading (a `CsvLog`: time to a score survives a resume);
+    the network with the best mean return so far is kept (`checkpoint.BestCheckpoint`), the last step's
+    network included, so the best is the run's product. An evaluation a stop signal cut short is
+    discarded whole: the games that finish first are the short ones, whose returns are not the network's.
+
+    `reached_target`: whether an evaluation's mean has reached `target` (`run.target_return`), which
+    ends the run; a resumed run reads it back from the rows it kept."""
 
     phase = "eval"
     reads_weights = True
 
-    def __init__(self, period: int, evaluator, episodes: int, writer, best):
+    def __init__(self, period: int, evaluator, episodes: int, writer, best, log, clock, target: float):
         super().__init__(period, at_end=True)
         self._evaluator, self._episodes, self._writer, self._best = evaluator, episodes, writer, best
+        self._log, self._clock, self._target = log, clock, target
+        self.reached_target = any(float(row.split(",")[2]) >= target for row in log.rows)
 
     def __call__(self, env_steps: int) -> None:
         returns = self._evaluator.evaluate(self._episodes, env_steps)
         if returns is not None:  # None: a stop signal cut it short
-            self._writer.scalars(env_steps, {"charts/eval_return": np.mean(returns)})
+            mean = float(np.mean(returns))
+            self._writer.scalars(env_steps, {"charts/eval_return": mean})
+            self._log.write(env_steps, round(self._clock.seconds(), 3), mean, float(np.std(returns)))
             self._best.offer(env_steps, returns)
+            self.reached_target = self.reached_target or mean >= self._target
 
 
 @dataclasses.dataclass(frozen=True)

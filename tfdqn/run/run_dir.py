@@ -64,11 +64,12 @@ def load_run_config(run_dir: pathlib.Path, total_steps=None) -> config_lib.DQNCo
 
 
 def finished_summary(run_dir: pathlib.Path, total_steps: int) -> dict | None:
-    """The summary of a run that reached `total_steps` and ended by itself (no `stopped_by`), else None:
-    resuming that run would only repeat its final evaluation and rewrite its files."""
+    """The summary of a run that ended by itself (no `stopped_by`) at `total_steps` or at its target return,
+    else None: resuming that run would only repeat its final evaluation and rewrite its files."""
     try:
         summary = json.loads((pathlib.Path(run_dir) / "summary.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
-    done = isinstance(summary, dict) and "stopped_by" not in summary and summary.get("env_steps", 0) >= total_steps
+    done = isinstance(summary, dict) and "stopped_by" not in summary and (
+        summary.get("env_steps", 0) >= total_steps or summary.get("reached_target", False))
     return summary if done else None

@@ -19,10 +19,11 @@ class CheckpointService:
     `last` is the env step of the newest checkpoint this run kept (or resumed from). The caller settles
     the learner first: a checkpoint holds weights no update is writing."""
 
-    def __init__(self, period: int, checkpointer, collector, learner, episodes, last: int | None = None):
+    def __init__(self, period: int, checkpointer, collector, learner, logs, clock, last: int | None = None):
         self.period = period
         self._checkpointer, self._collector, self._learner = checkpointer, collector, learner
-        self._episodes = episodes  # its rows up to a checkpoint go to disk before the checkpoint does
+        self._logs = logs  # the CSV logs: their rows up to a checkpoint go to disk before the checkpoint does
+        self._clock = clock  # its reading goes into the checkpoint
         self.last = last
         self._cost = None  # {"seconds", "bytes"} of the newest save, until `drain_cost` reports it
 
@@ -45,7 +46,9 @@ class CheckpointService:
         """Write checkpoint `env_steps`; a failure stops the run in one line and keeps the previous one."""
         self.check_finite()
         try:
-            self._episodes.sync()
+            for log in self._logs:
+                log.sync()
+            self._clock.save()
             self._cost = self._checkpointer.save(env_steps, self._collector.state())
         except (OSError, tf.errors.OpError) as error:
             raise RunFailure(f"checkpoint at env step {env_steps} could not be written ({write_failure(error)}); "

@@ -41,6 +41,9 @@ def summarize(run, env_steps: int) -> dict:
         "episodes": run.episodes.count,
         **({"resumed_from_env_steps": run.resumed_from} if run.resumed_from is not None else {}),
         "wall_seconds": round(wall, 3),
+        "run_seconds": round(run.clock.seconds(), 3),
+        **({"target_return": run.config.run.target_return, "reached_target": run.reached_target()}
+           if run.config.run.target_return != float("inf") else {}),
         "env_steps_per_sec": round((env_steps - start_env_steps) / wall, 2),
         "updates_per_sec": round((updates - start_updates) / wall, 2),
         "learner_busy_share": round(sum(s["share_update"] for s in [shares, *learner_shares]), 4),

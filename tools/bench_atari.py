@@ -1,0 +1,161 @@
+"""Time to a score on Atari: train a game per seed until an evaluation's mean reaches `--target`.
+
+    python tools/bench_atari.py --game Pong --preset pong_cpu --seeds 0 1 --target 18 \\
+        --out docs/bench-atari-pong.json --plot docs/atari-pong
+
+Each seed is one `python -m tfdqn.train` process with `run.target_return` set, so the run ends at the
+first periodic evaluation that reaches the target (evaluated as the config says: `run.eval_every`,
+`run.eval_episodes`, `exploration.eval_epsilon`, on vector envs), then plays its final evaluation.
+The wall-clock is the run clock (`tfdqn.run.clock`): seconds from the process's start, continued across
+a resume. A seed whose run finished is read, not rerun; one that was stopped (Ctrl-C, a kill) is
+resumed from its newest checkpoint and continues its curve.
+
+Writes: the JSON (`runs`: game, preset, seed, target, solved, solve_env_steps, solve_wall_seconds,
+final_eval_return and the curve), a Markdown table, and curves against env steps and wall-clock
+(`--plot PREFIX`: PREFIX.png and PREFIX.svg).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import pathlib
+import platform
+import shlex
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tfdqn import config as config_lib  # noqa: E402
+from tfdqn.atomic import atomic_write, write_json  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
+from tfdqn.errors import UserError  # noqa: E402
+from tfdqn.presets import PRESETS  # noqa: E402
+from tools.training_runs import train_or_resume  # noqa: E402
+
+
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python tools/bench_atari.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--game", required=True, help="an ALE game (Pong, Breakout, ...)")
+    parser.add_argument("--seeds", type=number(int), nargs="+", default=[0], help="one run per seed")
+    parser.add_argument("--target", type=number(float), required=True, help="evaluation mean return that counts as reached")
+    parser.add_argument("--preset", choices=sorted(PRESETS), help="a preset on top of the game's config")
+    parser.add_argument("--config", action="append", default=[], metavar="FILE", help="YAML config file (repeatable)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
+    parser.add_argument("--total-steps", type=number(int), help="env steps at most, per run (default: the config's)")
+    parser.add_argument("--logdir", default="runs/bench_atari", help="where the run folders go")
+    parser.add_argument("--out", required=True, metavar="FILE.json", help="results JSON")
+    parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
+    parser.add_argument("--plot", metavar="PREFIX", help="write PREFIX.png and PREFIX.svg")
+    return parser
+
+
+def run_name(game: str, preset: str | None, seed: int) -> str:
+    return f"{game}-{preset or 'config'}-seed{seed}"
+
+
+def train_arguments(args, seed: int) -> list[str]:
+    """The seed's `tfdqn.train` arguments, the target among them."""
+    arguments = ["--env", args.game, "--seed", str(seed)]
+    arguments += [f"--preset={args.preset}"] if args.preset else []
+    arguments += [f"--config={path}" for path in args.config]
+    arguments += [f"--set={item}" for item in args.set] + [f"--set=run.target_return={args.target}"]
+    return arguments + ([f"--total-steps={args.total_steps}"] if args.total_steps else [])
+
+
+def read_curve(run_dir: pathlib.Path) -> list[dict]:
+    """The run's periodic evaluations (`evaluations.csv`), in env-step order."""
+    with (run_dir / "evaluations.csv").open() as file:
+        return [{"env_steps": int(row["env_steps"]), "wall_seconds": float(row["run_seconds"]),
+                 "return_mean": float(row["return_mean"]), "return_std": float(row["return_std"])}
+                for row in csv.DictReader(file)]
+
+
+def run_result(game: str, preset: str | None, seed: int, target: float, run_dir: pathlib.Path) -> dict:
+    """One seed's figures from its finished run folder."""
+    summary = json.loads((run_dir / "summary.json").read_text())
+    curve = read_curve(run_dir)
+    solved = next((point for point in curve if point["return_mean"] >= target), None)
+    return {"game": game, "preset": preset, "seed": seed, "target": target, "solved": solved is not None,
+            "solve_env_steps": solved["env_steps"] if solved else None,
+            "solve_wall_seconds": solved["wall_seconds"] if solved else None,
+            "final_eval_return": summary.get("final_eval_return_mean"),
+            "final_eval_episodes": summary.get("final_eval_episodes"),
+            "env_steps": summary["env_steps"], "run_seconds": summary["run_seconds"],
+            "env_steps_per_sec": summary["env_steps_per_sec"], "run_dir": str(run_dir), "curve": curve}
+
+
+def markdown_table(runs: list[dict]) -> str:
+    lines = ["| game | preset | seed | target | reached | env steps | wall-clock (min) | final eval | run (min) |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|"]
+    for r in runs:
+        minutes = f"{r['solve_wall_seconds'] / 60:.1f}" if r["solved"] else "-"
+        steps = f"{r['solve_env_steps']:,}" if r["solved"] else "-"
+        final = f"{r['final_eval_return']:.1f}" if r["final_eval_return"] is not None else "-"
+        lines.append(f"| {r['game']} | {r['preset'] or 'config'} | {r['seed']} | {r['target']:g} | "
+                     f"{'yes' if r['solved'] else 'no'} | {steps} | {minutes} | {final} | {r['run_seconds'] / 60:.1f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot_curves(runs: list[dict], prefix: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    for r in runs:
+        label = f"{r['game']} {r['preset'] or 'config'} seed {r['seed']}"
+        steps = [p["env_steps"] for p in r["curve"]]
+        minutes = [p["wall_seconds"] / 60 for p in r["curve"]]
+        means = [p["return_mean"] for p in r["curve"]]
+        by_steps.plot(steps, means, marker="o", ms=3, label=label)
+        by_time.plot(minutes, means, marker="o", ms=3, label=label)
+    for ax, xlabel in ((by_steps, "env steps (agent steps)"), (by_time, "wall-clock from process start (minutes)")):
+        for target in sorted({r["target"] for r in runs}):
+            ax.axhline(target, ls="--", c="grey", lw=1)
+        ax.set_xlabel(xlabel)
+        ax.grid(alpha=0.3)
+    by_steps.set_ylabel("evaluation mean return")
+    by_time.legend(loc="lower right", fontsize=8)
+    fig.tight_layout()
+    for suffix in ("png", "svg"):
+        fig.savefig(f"{prefix}.{suffix}", dpi=110)
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version()}
+
+
+def _check(args) -> None:
+    config_lib.parse_set(args.set)  # a malformed --set fails here, before any run
+    if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
+        raise UserError(f"--seeds {' '.join(map(str, args.seeds))}: allowed: distinct integers >= 0")
+
+
+def _main(args) -> int:
+    _check(args)
+    logdir = pathlib.Path(args.logdir)
+    runs = []
+    for seed in args.seeds:
+        run_dir = logdir / run_name(args.game, args.preset, seed)
+        code = train_or_resume(run_dir, train_arguments(args, seed), f"{args.game} seed {seed}")
+        if code != 0:
+            return code
+        runs.append(run_result(args.game, args.preset, seed, args.target, run_dir))
+    results = {"command": shlex.join(["python", "tools/bench_atari.py", *sys.argv[1:]]), "machine": machine(),
+               "runs": runs}
+    write_json(pathlib.Path(args.out), results)
+    table = markdown_table(runs)
+    if args.table:
+        atomic_write(pathlib.Path(args.table), table)
+    if args.plot:
+        plot_curves(runs, args.plot)
+    print(table, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(build_parser(), _main, None))
