@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdqn.agent.networks import Dense, nature_cnn
+from tfdqn.agent.networks import Dense, nature_cnn, small_cnn
 
 
 def _pair(policy, activation="relu"):
@@ -55,3 +55,12 @@ def test_nature_cnn_takes_uint8_stacks_and_gives_float32_q_values():
     assert q.shape == (3, 6) and q.dtype == tf.float32
     conv = (8 * 8 * 4 + 1) * 32 + (4 * 4 * 32 + 1) * 64 + (3 * 3 * 64 + 1) * 64
     assert model.count_params() == conv + (7 * 7 * 64 + 1) * 512 + (512 + 1) * 6
+
+
+def test_small_cnn_keeps_an_11x11_map_of_a_42x42_frame():
+    model = small_cnn((4, 42, 42), 6)
+    q = model(np.zeros((3, 4, 42, 42), np.uint8))
+    assert q.shape == (3, 6) and q.dtype == tf.float32
+    assert model.layers[-2].input.shape == (None, 11 * 11 * 32)  # 'same' padding: 42 -> 21 -> 11
+    conv = (4 * 4 * 4 + 1) * 16 + (4 * 4 * 16 + 1) * 32
+    assert model.count_params() == conv + (11 * 11 * 32 + 1) * 256 + (256 + 1) * 6

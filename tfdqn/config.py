@@ -67,7 +67,8 @@ class ReplayConfig:
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
-    kind: str = _field("auto", "network: auto (nature_cnn for image observations, else mlp), mlp or nature_cnn")
+    kind: str = _field("auto", "network: auto (nature_cnn for image observations, else mlp), mlp, nature_cnn or "
+                                    "small_cnn (for 42x42 frames)")
     hidden_sizes: tuple = _field((256, 256), "mlp: units per hidden layer")
     dueling: bool = _field(False, "dueling head: Q = V + A - mean(A), value and advantage streams (Wang et al. 2016)")
     noisy: bool = _field(False, "noisy linear layers after the body, factorised Gaussian noise drawn per call "
@@ -426,8 +427,8 @@ def validate(c: DQNConfig) -> None:
     _check(c.learner.optimizer in ("adam", "rmsprop"), "learner.optimizer", c.learner.optimizer, "adam, rmsprop")
     _check(c.replay.device in ("host", "accelerator"), "replay.device", c.replay.device, "host, accelerator")
     _check(c.compute.act_device in ("auto", "cpu"), "compute.act_device", c.compute.act_device, "auto, cpu")
-    _check(c.network.kind in ("auto", "mlp", "nature_cnn"), "network.kind", c.network.kind,
-           "auto, mlp, nature_cnn")
+    _check(c.network.kind in ("auto", "mlp", "nature_cnn", "small_cnn"), "network.kind", c.network.kind,
+           "auto, mlp, nature_cnn, small_cnn")
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")
     _check(c.learner.n_step >= 1, "learner.n_step", c.learner.n_step, "an integer >= 1")
