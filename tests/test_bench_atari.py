@@ -35,6 +35,7 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     assert run["solve_wall_seconds"] == first["wall_seconds"] and 0 < first["wall_seconds"] <= run["run_seconds"]
     assert first["env_steps"] == 400 and first["return_mean"] >= -21
     assert run["final_eval_return"] is not None
+    assert run["protocol"].startswith("protocol: ALE/Pong-v5, epsilon 0.05,") and "42x42 grayscale" in run["protocol"]
     summary = json.loads((tmp_path / "runs" / "Pong-config-seed0" / "summary.json").read_text())
     assert summary["reached_target"] is True and summary["target_return"] == -21.0
     assert "| Pong | config | 0 | -21 | yes | 400 |" in (tmp_path / "bench.md").read_text()

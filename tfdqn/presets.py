@@ -84,15 +84,16 @@ PRESETS = {
     "atari_cpu": Preset(
         "tfdqn's sweep for time to a score on a 2-core CPU (docs/atari.md: Pong)",
         components={"learner.n_step": 3, "learner.double_dqn": True},
-        # 42x42 frames (as RLlib's tuned Pong DQN): a quarter of the update's cost at 84x84; one update per
-        # agent step on 4 envs; a 100,000-transition replay; ALE v5 without sticky actions, as Atari 100k
-        # and the peers' Pong figures play it
-        atari={"env.screen_size": 42, "env.repeat_action_probability": 0.0, "replay.capacity": 100_000,
-               "replay.batch_size": 32, "learner.learning_rate": 1e-4, "learner.target_update_period": 1_000,
-               "exploration.epsilon_end": 0.01, "exploration.epsilon_decay_steps": 100_000,
-               "exploration.eval_epsilon": 0.001, "run.learning_starts": 10_000, "run.training_interval": 1,
-               "run.num_envs": 4, "run.eval_every": 25_000, "run.eval_episodes": 10,
-               "run.checkpoint_every": 50_000, "run.total_steps": 1_000_000},
+        # 42x42 frames (as RLlib's tuned Pong DQN) through small_cnn, which keeps an 11x11 map where the Nature
+        # CNN keeps 1x1; one update per 2 agent steps on 4 envs; a 100,000-transition replay; ALE v5 without
+        # sticky actions, as Atari 100k and the peers' Pong figures play it
+        atari={"env.screen_size": 42, "network.kind": "small_cnn", "env.repeat_action_probability": 0.0,
+               "replay.capacity": 100_000, "replay.batch_size": 32, "learner.learning_rate": 1e-4,
+               "learner.target_update_period": 1_000, "exploration.epsilon_end": 0.01,
+               "exploration.epsilon_decay_steps": 100_000, "exploration.eval_epsilon": 0.001,
+               "run.learning_starts": 10_000, "run.training_interval": 2, "run.num_envs": 4,
+               "run.eval_every": 25_000, "run.eval_episodes": 10, "run.checkpoint_every": 50_000,
+               "run.total_steps": 1_000_000},
         vector={}),
 }
 

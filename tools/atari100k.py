@@ -19,7 +19,6 @@ reports the finished runs without training.
 from __future__ import annotations
 
 import pathlib
-import shlex
 import sys
 
 import numpy as np
@@ -28,11 +27,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from tfdqn import config as config_lib  # noqa: E402
 from tfdqn.atari100k_scores import DER, DRQ_EPS, PUBLISHED_IQM, SCORES, human_normalized  # noqa: E402
-from tfdqn.atomic import atomic_write, write_json  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
 from tfdqn.presets import PRESETS  # noqa: E402
-from tools.bench_atari import machine  # noqa: E402
+from tools.report import command_line, machine, publish  # noqa: E402
 from tools.training_runs import finished, train_or_resume  # noqa: E402
 
 
@@ -144,14 +142,9 @@ def _main(args) -> int:
         normalized = np.array([[human_normalized(r["game"], r["score"]) for g in args.games for r in runs
                                 if r["game"] == g and r["seed"] == seed] for seed in complete])
         aggregate = {**interval_estimates(normalized, args.reps), "runs_per_game": len(complete), "seeds": complete}
-    results = {"command": shlex.join(["python", "tools/atari100k.py", *sys.argv[1:]]), "machine": machine(),
-               "preset": args.preset, "set": args.set, "runs": runs, "games": rows, "aggregate": aggregate,
-               "published_iqm_26_games": PUBLISHED_IQM}
-    write_json(pathlib.Path(args.out), results)
-    table = markdown_table(args.preset, rows, aggregate)
-    if args.table:
-        atomic_write(pathlib.Path(args.table), table)
-    print(table, end="")
+    results = {"command": command_line("atari100k.py"), "machine": machine(), "preset": args.preset, "set": args.set,
+               "runs": runs, "games": rows, "aggregate": aggregate, "published_iqm_26_games": PUBLISHED_IQM}
+    publish(results, markdown_table(args.preset, rows, aggregate), args.out, args.table)
     return 0
 
 

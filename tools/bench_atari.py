@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import pathlib
-import platform
-import shlex
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from tfdqn import config as config_lib  # noqa: E402
-from tfdqn.atomic import atomic_write, write_json  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
 from tfdqn.presets import PRESETS  # noqa: E402
+from tools.report import command_line, machine, publish  # noqa: E402
 from tools.training_runs import train_or_resume  # noqa: E402
 
 
@@ -72,6 +69,16 @@ def read_curve(run_dir: pathlib.Path) -> list[dict]:
                 for row in csv.DictReader(file)]
 
 
+def protocol(run_dir: pathlib.Path) -> str:
+    """The evaluation protocol line the run printed, rebuilt from its saved config."""
+    from tfdqn.envs.make import describe_protocol, make_env
+
+    config = config_lib.build_config([run_dir / "config.yaml"], {})
+    env, spec = make_env(config.env, seed=0)
+    env.close()
+    return describe_protocol(config.env, spec, config.exploration.eval_epsilon)
+
+
 def run_result(game: str, preset: str | None, seed: int, target: float, run_dir: pathlib.Path) -> dict:
     """One seed's figures from its finished run folder."""
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -83,7 +90,8 @@ def run_result(game: str, preset: str | None, seed: int, target: float, run_dir:
             "final_eval_return": summary.get("final_eval_return_mean"),
             "final_eval_episodes": summary.get("final_eval_episodes"),
             "env_steps": summary["env_steps"], "run_seconds": summary["run_seconds"],
-            "env_steps_per_sec": summary["env_steps_per_sec"], "run_dir": str(run_dir), "curve": curve}
+            "env_steps_per_sec": summary["env_steps_per_sec"], "protocol": protocol(run_dir),
+            "run_dir": str(run_dir), "curve": curve}
 
 
 def markdown_table(runs: list[dict]) -> str:
@@ -124,11 +132,6 @@ def plot_curves(runs: list[dict], prefix: str) -> None:
         fig.savefig(f"{prefix}.{suffix}", dpi=110)
 
 
-def machine() -> dict:
-    return {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version()}
-
-
 def _check(args) -> None:
     config_lib.parse_set(args.set)  # a malformed --set fails here, before any run
     if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
@@ -145,15 +148,10 @@ def _main(args) -> int:
         if code != 0:
             return code
         runs.append(run_result(args.game, args.preset, seed, args.target, run_dir))
-    results = {"command": shlex.join(["python", "tools/bench_atari.py", *sys.argv[1:]]), "machine": machine(),
-               "runs": runs}
-    write_json(pathlib.Path(args.out), results)
-    table = markdown_table(runs)
-    if args.table:
-        atomic_write(pathlib.Path(args.table), table)
     if args.plot:
         plot_curves(runs, args.plot)
-    print(table, end="")
+    publish({"command": command_line("bench_atari.py"), "machine": machine(), "runs": runs}, markdown_table(runs),
+            args.out, args.table)
     return 0
 
 

@@ -1,0 +1,88 @@
+"""The update's cost by network and frame size: what the Pong sweep (docs/atari.md) trades against.
+
+    python tools/bench_networks.py --out docs/bench-networks.json
+
+One batch-32 update (double DQN, n-step targets, Adam) and one act call for 4 envs, for the Nature CNN on
+84x84 and on 42x42 frames and `small_cnn` on 42x42 frames, each in float32 and mixed bfloat16, timed in
+interleaved rounds (the median of the rounds' best slices, `bench_timing`).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import statistics
+import sys
+
+import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
+
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
+from tools.bench_timing import calls_per_second  # noqa: E402
+from tools.report import command_line, machine, publish  # noqa: E402
+
+VARIANTS = {  # name -> (network.kind, frame side, mixed precision)
+    "nature_84": ("nature_cnn", 84, False), "nature_84_bf16": ("nature_cnn", 84, True),
+    "nature_42": ("nature_cnn", 42, False), "nature_42_bf16": ("nature_cnn", 42, True),
+    "small_42": ("small_cnn", 42, False), "small_42_bf16": ("small_cnn", 42, True)}
+BATCH, ENVS, ACTIONS = 32, 4, 6
+
+
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python tools/bench_networks.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=number(float), default=3.0, help="timed seconds per variant and round")
+    parser.add_argument("--rounds", type=number(int), default=3, help="interleaved rounds")
+    parser.add_argument("--out", required=True, metavar="FILE.json")
+    parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
+    return parser
+
+
+def measure(seconds: float, rounds: int) -> dict:
+    from tfdqn import config as config_lib
+    from tfdqn.agent.agent import make_agent
+
+    rng = np.random.default_rng(0)
+    calls = {}
+    for name, (kind, side, bf16) in VARIANTS.items():
+        config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": kind, "env.screen_size": side,
+                                                "compute.mixed_precision": bf16}, "atari_cpu")
+        agent = make_agent(config, (4, side, side), np.uint8, ACTIONS)
+        frames = lambda n: rng.integers(0, 256, (n, 4, side, side), dtype=np.uint8)  # noqa: E731
+        batch = (frames(BATCH), rng.integers(0, ACTIONS, BATCH).astype(np.int32),
+                 rng.normal(size=BATCH).astype(np.float32), np.ones(BATCH, np.float32), frames(BATCH),
+                 np.ones(BATCH, np.float32))
+        observation, epsilon = frames(ENVS), np.float32(0.01)
+        calls[name] = (lambda a=agent, b=batch: a.learner.update(*b)["td_loss"].numpy(),
+                       lambda a=agent, o=observation: a.actor.act_with_epsilon(o, epsilon).numpy(),
+                       agent.online.count_params())
+    rates = {name: ([], []) for name in VARIANTS}
+    for _ in range(rounds):  # interleaved, so drift in the machine's speed spreads over every variant
+        for name, (update, act, _) in calls.items():
+            rates[name][0].append(calls_per_second(update, seconds / 2))
+            rates[name][1].append(calls_per_second(act, seconds / 2))
+    base = 1000 / statistics.median(rates["nature_84"][0])
+    return {name: {"update_ms": 1000 / statistics.median(update), "act_ms": 1000 / statistics.median(act),
+                   "update_against_nature_84": 1000 / statistics.median(update) / base, "params": calls[name][2]}
+            for name, (update, act) in rates.items()}
+
+
+def markdown_table(figures: dict) -> str:
+    lines = ["| network, frames, precision | update (ms, batch 32) | against Nature 84x84 | act (ms, 4 envs) | parameters |",
+             "|---|---:|---:|---:|---:|"]
+    for name, f in figures.items():
+        kind, side, bf16 = VARIANTS[name]
+        lines.append(f"| {kind}, {side}x{side}, {'bfloat16' if bf16 else 'float32'} | {f['update_ms']:.2f} | "
+                     f"{f['update_against_nature_84']:.2f} | {f['act_ms']:.2f} | {f['params']:,} |")
+    return "\n".join(lines) + "\n"
+
+
+def _main(args) -> int:
+    start_tensorflow()
+    figures = measure(args.seconds, args.rounds)
+    publish({"command": command_line("bench_networks.py"), "machine": machine(), "figures": figures},
+            markdown_table(figures), args.out, args.table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(build_parser(), _main, None))

@@ -1,0 +1,29 @@
+"""What a benchmark tool leaves behind: its JSON (with the command and the machine) and its Markdown table."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import platform
+import shlex
+import sys
+
+from tfdqn.atomic import atomic_write, write_json
+
+
+def command_line(tool: str) -> str:
+    """The command that ran this tool, as a user would type it."""
+    return shlex.join(["python", f"tools/{tool}", *sys.argv[1:]])
+
+
+def machine() -> dict:
+    return {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+            "python": platform.python_version()}
+
+
+def publish(results: dict, table: str, out: str, table_path: str | None) -> None:
+    """Write `results` to `out` and the table to `table_path` (where given), atomically; print the table."""
+    write_json(pathlib.Path(out), results)
+    if table_path:
+        atomic_write(pathlib.Path(table_path), table)
+    print(table, end="")
