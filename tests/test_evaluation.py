@@ -85,9 +85,14 @@ def _stop_after(calls: int):
 def test_an_evaluation_cut_after_its_first_game_is_discarded_and_keeps_nothing(tmp_path):
     """Random CartPole games end at different steps: the uncut evaluation tells when its shortest game
     ended (its return is its length), so a stop one step later cuts it after at least one whole game.
-    The hook then writes no charts/eval_return and leaves best.json as it was."""
+    The hook then writes no charts/eval_return, no evaluations.csv row, and leaves best.json as it was."""
+    import math
+    import time
+
     from tfdqn.run.checkpoint import BestCheckpoint
-    from tfdqn.run.hooks import EvaluationHook
+    from tfdqn.run.clock import RunClock
+    from tfdqn.run.csv_log import CsvLog
+    from tfdqn.run.hooks import EVALUATIONS_HEADER, EvaluationHook
     from tfdqn.telemetry.tensorboard import Logger, read_scalars
 
     config, spec, agent = _agent(eval_epsilon=1.0)
@@ -100,10 +105,13 @@ def test_an_evaluation_cut_after_its_first_game_is_discarded_and_keeps_nothing(t
     before = (tmp_path / "checkpoints" / "best.json").read_bytes()
     cut = Evaluator(config.env, spec, agent.actor, seed=0, epsilon=1.0, should_stop=_stop_after(int(min(returns)) + 1))
     logger = Logger(tmp_path / "run")
-    EvaluationHook(1000, cut, 4, logger, best)(1000)
+    log = CsvLog(tmp_path / "evaluations.csv", EVALUATIONS_HEADER)
+    EvaluationHook(1000, cut, 4, logger, best, log, RunClock(agent.counters.run_seconds, time.time()), math.inf)(1000)
+    log.close()
     logger.close()
     cut.close()
     assert read_scalars(tmp_path / "run", "charts/eval_return") == []
+    assert (tmp_path / "evaluations.csv").read_text() == EVALUATIONS_HEADER + "\n"
     assert (tmp_path / "checkpoints" / "best.json").read_bytes() == before
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == sorted(
         ["best.json", *(p.name for p in (tmp_path / "checkpoints").glob("best-500.*"))])

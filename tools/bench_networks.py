@@ -32,18 +32,21 @@ def build_parser() -> OneLineErrorParser:
     parser = OneLineErrorParser(prog="python tools/bench_networks.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=number(float), default=3.0, help="timed seconds per variant and round")
     parser.add_argument("--rounds", type=number(int), default=3, help="interleaved rounds")
+    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+                        help="which networks to time (default: all); nature_84 is always timed, as the reference")
     parser.add_argument("--out", required=True, metavar="FILE.json")
     parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
     return parser
 
 
-def measure(seconds: float, rounds: int) -> dict:
+def measure(seconds: float, rounds: int, variants: list[str]) -> dict:
     from tfdqn import config as config_lib
     from tfdqn.agent.agent import make_agent
 
     rng = np.random.default_rng(0)
     calls = {}
-    for name, (kind, side, bf16) in VARIANTS.items():
+    for name in dict.fromkeys(["nature_84", *variants]):
+        kind, side, bf16 = VARIANTS[name]
         config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": kind, "env.screen_size": side,
                                                 "compute.mixed_precision": bf16}, "atari_cpu")
         agent = make_agent(config, (4, side, side), np.uint8, ACTIONS)
@@ -55,7 +58,7 @@ def measure(seconds: float, rounds: int) -> dict:
         calls[name] = (lambda a=agent, b=batch: a.learner.update(*b)["td_loss"].numpy(),
                        lambda a=agent, o=observation: a.actor.act_with_epsilon(o, epsilon).numpy(),
                        agent.online.count_params())
-    rates = {name: ([], []) for name in VARIANTS}
+    rates = {name: ([], []) for name in calls}
     for _ in range(rounds):  # interleaved, so drift in the machine's speed spreads over every variant
         for name, (update, act, _) in calls.items():
             rates[name][0].append(calls_per_second(update, seconds / 2))
@@ -78,7 +81,7 @@ def markdown_table(figures: dict) -> str:
 
 def _main(args) -> int:
     start_tensorflow()
-    figures = measure(args.seconds, args.rounds)
+    figures = measure(args.seconds, args.rounds, args.variants)
     publish({"command": command_line("bench_networks.py"), "machine": machine(), "figures": figures},
             markdown_table(figures), args.out, args.table)
     return 0
