@@ -4,20 +4,17 @@ most one checkpoint period of the run it was in."""
 
 from __future__ import annotations
 
-import json
 import pathlib
 import shlex
 import subprocess
 import sys
 
+from tfdqn.run.run_dir import finished_summary
+
 
 def finished(run_dir: pathlib.Path) -> dict | None:
-    """The run's summary where it ended by itself (no stop signal), else None."""
-    try:
-        summary = json.loads((run_dir / "summary.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return None
-    return summary if "stopped_by" not in summary else None
+    """The run's summary where it ended by itself (no stop signal), at its total steps or its target, else None."""
+    return finished_summary(run_dir, total_steps=0)
 
 
 def train_command(run_dir: pathlib.Path, arguments: list[str]) -> list[str]:

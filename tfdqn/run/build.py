@@ -174,6 +174,15 @@ def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None) ->
     return hooks
 
 
+def _make_evaluation_log_and_clock(run_dir: pathlib.Path, resumed_from: int | None, agent: Agent, started: float,
+                                   closing: contextlib.ExitStack) -> tuple[CsvLog, RunClock]:
+    """evaluations.csv (cut back to the checkpoint on resume) and the run clock, going on from the
+    checkpoint's reading: what time to a score is read from."""
+    evaluations = closing.enter_context(contextlib.closing(
+        CsvLog(run_dir / "evaluations.csv", EVALUATIONS_HEADER, resumed_from)))
+    return evaluations, RunClock(agent.counters.run_seconds, started)
+
+
 def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, quiet: bool = True,
               profile_steps: tuple[int, int] | None = None, started: float | None = None) -> Run:
     """Make every part once, envs first (their spec shapes the rest); restore them when `resume`.
@@ -219,9 +228,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         monitor = SystemMonitor(period=0.5).start()
         closing.callback(monitor.stop)
         episodes = closing.enter_context(contextlib.closing(EpisodeLog(run_dir / "episodes.csv", resumed_from)))
-        evaluations = closing.enter_context(contextlib.closing(
-            CsvLog(run_dir / "evaluations.csv", EVALUATIONS_HEADER, resumed_from)))
-        clock = RunClock(agent.counters.run_seconds, started)
+        evaluations, clock = _make_evaluation_log_and_clock(run_dir, resumed_from, agent, started, closing)
         evaluator = Evaluator(config.env, spec, agent.actor, config.run.seed, config.exploration.eval_epsilon,
                               should_stop=lambda: stop.requested)
         closing.callback(evaluator.close)
