@@ -185,13 +185,12 @@ def _make_evaluation_log_and_clock(run_dir: pathlib.Path, resumed_from: int | No
 
 def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, quiet: bool = True,
               profile_steps: tuple[int, int] | None = None, started: float | None = None) -> Run:
-    """Make every part once, envs first (their spec shapes the rest); restore them when `resume`.
-    `started`: Unix seconds the run clock counts from (a command line passes its process start; None: now).
+    """Make every part once, envs first (their spec shapes the rest); restore them when `resume`; the run
+    clock counts from `started` (Unix seconds: a command line's process start; None: now).
 
     Nothing is written before the replay is known to fit, nor before this process holds the run
     folder's lock (released last, by `close`). On any error what was made is closed."""
-    run_dir = pathlib.Path(run_dir)
-    started = time.time() if started is None else started
+    run_dir, started = pathlib.Path(run_dir), time.time() if started is None else started
     closing = contextlib.ExitStack()
     try:
         if config.compute.deterministic:
