@@ -1,6 +1,6 @@
 """Time to a score on Atari: train a game per seed until an evaluation's mean reaches `--target`.
 
-    python tools/bench_atari.py --game Pong --preset pong_cpu --seeds 0 1 --target 18 \\
+    python tools/bench_atari.py --game Pong --preset atari_cpu --seeds 1 2 --target 18 \\
         --out docs/bench-atari-pong.json --plot docs/atari-pong
 
 Each seed is one `python -m tfdqn.train` process with `run.target_return` set, so the run ends at the
