@@ -11,9 +11,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-def run_module(module: str, *args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
-    """`python -m <module> args...` from the repository root, capturing text output."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+def run_module(module: str, *args: str, timeout: float = 300, env: dict | None = None,
+               **kwargs) -> subprocess.CompletedProcess:
+    """`python -m <module> args...` from the repository root (in `env`, default this process's), capturing text output."""
+    env = {**(os.environ if env is None else env), "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, env=env, **kwargs)
 

@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import pytest
-import scipy.stats
 
 from tests.conftest import REPO
 from tfdqn.atari100k_scores import SCORES, human_normalized
@@ -24,32 +23,21 @@ def test_human_normalised_scores_are_zero_at_random_and_one_at_human():
     assert human_normalized("Breakout", 19.8) == pytest.approx((19.8 - 1.7) / (30.5 - 1.7))
 
 
-def test_iqm_and_mean_match_numpy_and_their_intervals_hold_them():
-    scores = np.random.default_rng(0).normal(size=(5, 4))
-    estimates = atari100k.interval_estimates(scores, reps=500)
-    assert estimates["iqm"] == pytest.approx(scipy.stats.trim_mean(scores.ravel(), 0.25))
-    assert estimates["mean"] == pytest.approx(scores.mean())
-    for key in ("iqm", "mean"):
-        low, high = estimates[f"{key}_ci95"]
-        assert low < estimates[key] < high
-    assert atari100k.interval_estimates(scores, reps=500) == estimates  # seeded: the same intervals again
-
-
 @pytest.mark.slow
 def test_the_protocol_runs_end_to_end_and_a_finished_run_is_not_rerun(tmp_path):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, "tools/atari100k.py", "--preset", "drq_eps", "--games", "Breakout", "Pong",
+    command = [sys.executable, "tools/atari100k.py", "--preset", "drq_eps", "--games", "Pong",
                "--seeds", "0", "--logdir", str(tmp_path / "runs"), "--out", str(tmp_path / "a.json"), "--reps", "200",
                "--set=run.total_steps=400", "--set=run.learning_starts=300", "--set=replay.capacity=1000",
                "--set=run.final_eval_episodes=2", "--set=env.max_episode_frames=4000"]
     result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     results = json.loads((tmp_path / "a.json").read_text())
-    assert [(r["game"], r["episodes"], r["env_steps"]) for r in results["runs"]] == [("Breakout", 2, 400), ("Pong", 2, 400)]
+    assert [(r["game"], r["episodes"], r["env_steps"]) for r in results["runs"]] == [("Pong", 2, 400)]
     normalized = [human_normalized(r["game"], r["score"]) for r in results["runs"]]
     assert results["aggregate"]["mean"] == pytest.approx(np.mean(normalized))
     assert results["aggregate"]["runs_per_game"] == 1
-    pong = results["games"][1]
+    pong = results["games"][0]
     assert (pong["der"], pong["drq_eps"]) == (-19.3, -9.1) and pong["at_or_above_drq_eps"] == (pong["mean"] >= -9.1)
     assert "| Pong | 1 |" in result.stdout and "IQM" in result.stdout
     again = subprocess.run([*command, "--report-only"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)

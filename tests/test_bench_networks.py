@@ -20,5 +20,8 @@ def test_the_bench_times_every_network_and_frame_size(tmp_path):
     assert list(figures) == ["nature_84", "small_42", "small_42_bf16"]  # the reference first, always
     assert figures["nature_84"]["update_against_nature_84"] == 1.0
     assert all(f["update_ms"] > 0 and f["act_ms"] > 0 for f in figures.values())
-    assert figures["small_42"]["params"] == 1_002_294 and figures["small_42"]["params"] == figures["small_42_bf16"]["params"]
+    # small_cnn on 42x42 for Pong's 6 actions, with atari_cpu's dueling head: conv 16x4x4 over 4 frames, conv 32x4x4,
+    # dense 256 over the 11x11x32 map, then 6 advantages and 1 value
+    params = (4 * 4 * 4 * 16 + 16) + (4 * 4 * 16 * 32 + 32) + (11 * 11 * 32 * 256 + 256) + (256 * 6 + 6) + (256 + 1)
+    assert figures["small_42"]["params"] == params == figures["small_42_bf16"]["params"]
     assert "| small_cnn, 42x42, float32 |" in (tmp_path / "n.md").read_text()

@@ -9,6 +9,7 @@ import dataclasses
 import difflib
 import fractions
 import importlib.resources
+import importlib.util
 import math
 import pathlib
 import typing
@@ -167,6 +168,13 @@ class ActorsConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class TrackingConfig:
+    wandb: bool = _field(False, "send the config and every TensorBoard scalar to a Weights & Biases run (pip install "
+                                "\"tfdqn[wandb]\"; WANDB_MODE=offline keeps it on disk); a resumed run goes on in it")
+    wandb_project: str = _field("tfdqn", "the Weights & Biases project of the run")
+
+
+@dataclasses.dataclass(frozen=True)
 class DQNConfig:
     env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
     replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
@@ -176,6 +184,7 @@ class DQNConfig:
     run: RunConfig = dataclasses.field(default_factory=RunConfig)
     compute: ComputeConfig = dataclasses.field(default_factory=ComputeConfig)
     actors: ActorsConfig = dataclasses.field(default_factory=ActorsConfig)
+    tracking: TrackingConfig = dataclasses.field(default_factory=TrackingConfig)
 
     @property
     def num_streams(self) -> int:
@@ -208,6 +217,11 @@ def field_docs() -> dict[str, str]:
 
 def _section_type(name: str) -> type:
     return typing.get_type_hints(DQNConfig)[name]
+
+
+def field_type(key: str) -> type:
+    """The type of a dotted config key's value (bool, int, float, str or tuple)."""
+    return _field_type(*key.split("."))
 
 
 def _field_type(section: str, name: str):
@@ -435,10 +449,18 @@ def validate(c: DQNConfig) -> None:
     _check(not math.isnan(c.run.target_return), "run.target_return", c.run.target_return, "a number, or inf")
     _check(interval_fraction(c.run.training_interval) is not None, "run.training_interval", c.run.training_interval,
            "a number > 0 that is a fraction with a denominator of at most 1000 (4, 1, 0.5, 0.25)")
+    _validate_tracking(c.tracking)
     _validate_family(c)
     _validate_actors(c.actors, c.env)
     _validate_combinations(c)
     _validate_replay_size(c)
+
+
+def _validate_tracking(t: TrackingConfig) -> None:
+    if t.wandb and importlib.util.find_spec("wandb") is None:
+        raise UserError('tracking.wandb = true (--track) needs the wandb package, which is not installed; allowed: '
+                        'pip install "tfdqn[wandb]", or tracking.wandb = false')
+    _check(bool(t.wandb_project.strip()), "tracking.wandb_project", t.wandb_project, "a project name")
 
 
 def _validate_combinations(c: DQNConfig) -> None:

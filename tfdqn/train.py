@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--deterministic", action="store_true", help=docs["compute.deterministic"])
     parser.add_argument("--actors", metavar="KIND", help=docs["actors.kind"])
     parser.add_argument("--ray-address", metavar="ADDRESS", help=docs["actors.ray_address"])
+    parser.add_argument("--track", action="store_true", help=docs["tracking.wandb"])
+    parser.add_argument("--wandb-project", metavar="NAME", help=docs["tracking.wandb_project"])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override any config key (repeatable), e.g. --set learner.learning_rate=1e-4")
     parser.add_argument("--logdir", default="runs", metavar="DIR", help="folder that holds run folders")
@@ -85,6 +87,10 @@ def resolve_config(args: argparse.Namespace, sources: dict | None = None) -> con
         overrides["actors.kind"] = args.actors
     if args.ray_address is not None:
         overrides["actors.ray_address"] = args.ray_address
+    if args.track:
+        overrides["tracking.wandb"] = True
+    if args.wandb_project is not None:
+        overrides["tracking.wandb_project"] = args.wandb_project
     config = config_lib.resolve_config(args.config, overrides, args.preset, sources)
     if config.actors.ray_address and config.actors.kind != "ray":
         raise UserError(f"--ray-address {config.actors.ray_address!r} needs actors.kind = 'ray', not "

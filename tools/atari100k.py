@@ -30,6 +30,7 @@ from tfdqn.atari100k_scores import DER, DRQ_EPS, PUBLISHED_IQM, SCORES, human_no
 from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
 from tfdqn.presets import PRESETS  # noqa: E402
+from tools.aggregate import interval_estimates  # noqa: E402
 from tools.report import command_line, machine, publish  # noqa: E402
 from tools.training_runs import finished, train_or_resume  # noqa: E402
 
@@ -55,19 +56,6 @@ CHECKPOINT_EVERY = 10_000  # agent steps: a killed run loses at most this much (
 
 def run_name(game: str, preset: str, seed: int) -> str:
     return f"{game}-{preset}-seed{seed}"
-
-
-def interval_estimates(normalized: np.ndarray, reps: int, seed: int = 0) -> dict:
-    """IQM and mean of a [runs, games] matrix of human-normalised scores, each with its 95% stratified
-    bootstrap interval (runs resampled within each game), as rliable computes them."""
-    from rliable import library, metrics
-
-    np.random.seed(seed)  # rliable's bootstrap draws from NumPy's global generator
-    aggregate = lambda scores: np.array([metrics.aggregate_iqm(scores), metrics.aggregate_mean(scores)])  # noqa: E731
-    points, intervals = library.get_interval_estimates({"run": normalized}, aggregate, reps=reps)
-    (iqm, mean), ((iqm_low, mean_low), (iqm_high, mean_high)) = points["run"], intervals["run"]
-    return {"iqm": float(iqm), "iqm_ci95": [float(iqm_low), float(iqm_high)],
-            "mean": float(mean), "mean_ci95": [float(mean_low), float(mean_high)]}
 
 
 def game_rows(scores: dict[str, list[float]]) -> list[dict]:

@@ -40,6 +40,7 @@ from tfdqn.telemetry.layout import run_layout
 from tfdqn.telemetry.phase_timer import PhaseTimer
 from tfdqn.telemetry.system_monitor import SystemMonitor, gpu_free_bytes
 from tfdqn.telemetry.tensorboard import Logger
+from tfdqn.telemetry.tracking import make_tracker
 
 RESUME_SEED = 3  # seed stream of the new games a resumed run starts where its envs could not be saved
 
@@ -174,6 +175,19 @@ def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None) ->
     return hooks
 
 
+def _make_writer(config: DQNConfig, run_dir: pathlib.Path, resume: bool, closing: contextlib.ExitStack) -> Logger:
+    """The TensorBoard writer, mirrored to the W&B run where `tracking.wandb` asks (closed after the writer, so
+    the writer's last scalars reach it); a new run starts with its config table and chart layout."""
+    tracker = make_tracker(config, run_dir)
+    if tracker is not None:
+        closing.callback(tracker.close)
+    writer = closing.enter_context(contextlib.closing(Logger(run_dir, mirror=tracker)))
+    if not resume:
+        writer.hyperparameters(config_lib.to_dict(config))
+        writer.layout(run_layout())
+    return writer
+
+
 def _make_evaluation_log_and_clock(run_dir: pathlib.Path, resumed_from: int | None, agent: Agent, started: float,
                                    closing: contextlib.ExitStack) -> tuple[CsvLog, RunClock]:
     """evaluations.csv (cut back to the checkpoint on resume) and the run clock, going on from the
@@ -220,10 +234,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         resumed_from = _restore(checkpointer, collector, replay, agent, config.run.seed) if resume else None
         driver = make_driver(config, agent, replay, replay_lock, timer, config.num_streams)
         closing.callback(driver.close)
-        writer = closing.enter_context(contextlib.closing(Logger(run_dir)))
-        if not resume:
-            writer.hyperparameters(config_lib.to_dict(config))
-            writer.layout(run_layout())
+        writer = _make_writer(config, run_dir, resume, closing)
         monitor = SystemMonitor(period=0.5).start()
         closing.callback(monitor.stop)
         episodes = closing.enter_context(contextlib.closing(EpisodeLog(run_dir / "episodes.csv", resumed_from)))

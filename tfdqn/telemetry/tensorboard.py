@@ -11,10 +11,12 @@ def _markdown_table(config: dict) -> str:
 
 
 class Logger:
-    """One event-file writer per run folder; summaries are written only when the loop asks."""
+    """One event-file writer per run folder; summaries are written only when the loop asks. `mirror` (a
+    tracker such as `tracking.WandbRun`, or None) receives every scalar too, under the same tags."""
 
-    def __init__(self, run_dir: pathlib.Path):
+    def __init__(self, run_dir: pathlib.Path, mirror=None):
         self._writer = tf.summary.create_file_writer(str(run_dir))
+        self._mirror = mirror
 
     def hyperparameters(self, config: dict) -> None:
         """The resolved config as a text table, the first thing a reader of the run sees."""
@@ -34,6 +36,8 @@ class Logger:
             for tag, value in values.items():
                 if value is not None:
                     tf.summary.scalar(tag, float(value), step=step)
+        if self._mirror is not None:
+            self._mirror.scalars(step, values)
 
     def close(self) -> None:
         self._writer.close()
