@@ -91,8 +91,8 @@ def test_an_evaluation_cut_after_its_first_game_is_discarded_and_keeps_nothing(t
 
     from tfdqn.run.checkpoint import BestCheckpoint
     from tfdqn.run.clock import RunClock
-    from tfdqn.run.csv_log import CsvLog
-    from tfdqn.run.hooks import EVALUATIONS_HEADER, EvaluationHook
+    from tfdqn.run.csv_log import EVALUATIONS_HEADER, CsvLog
+    from tfdqn.run.hooks import EvaluationHook
     from tfdqn.telemetry.tensorboard import Logger, read_scalars
 
     config, spec, agent = _agent(eval_epsilon=1.0)

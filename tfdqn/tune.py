@@ -51,19 +51,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def fixed_settings(args) -> dict:
+    """The config keys every trial shares, as `--set` would give them: --set, --total-steps, --target,
+    --track and --wandb-project."""
+    settings = config_lib.parse_set(args.set)
+    settings.update({"run.total_steps": args.total_steps} if args.total_steps is not None else {})
+    settings.update({"run.target_return": args.target} if args.target is not None else {})
+    settings.update({"tracking.wandb": True} if args.track else {})
+    settings.update({"tracking.wandb_project": args.wandb_project} if args.wandb_project else {})
+    return settings
+
+
 def train_arguments(args) -> list[str]:
     """What every trial's `tfdqn.train` gets besides its sampled values."""
-    arguments = ["--env", args.env, *[f"--config={path}" for path in args.config], *[f"--set={s}" for s in args.set]]
+    arguments = ["--env", args.env, *[f"--config={path}" for path in args.config]]
     arguments += [f"--preset={args.preset}"] if args.preset else []
-    arguments += [f"--total-steps={args.total_steps}"] if args.total_steps is not None else []
-    arguments += [f"--set=run.target_return={args.target!r}"] if args.target is not None else []
-    arguments += ["--track"] if args.track else []
-    arguments += [f"--wandb-project={args.wandb_project}"] if args.wandb_project else []
-    return arguments
+    return arguments + [f"--set={as_set(key, value)}" for key, value in fixed_settings(args).items()]
 
 
 def check(args, params) -> config_lib.DQNConfig:
-    """Refuse, before any trial, what would fail every trial: the config at each end of every range."""
+    """Refuse, before any trial, what would fail every trial: the config at each end of every range,
+    resolved as a trial's `tfdqn.train` resolves it."""
     if args.trials < 1 or args.workers < 1 or args.last_evaluations < 1:
         raise UserError(f"--trials {args.trials} / --workers {args.workers} / --last-evaluations "
                         f"{args.last_evaluations}; allowed: integers >= 1")
@@ -71,15 +79,15 @@ def check(args, params) -> config_lib.DQNConfig:
         raise UserError(f"no --param given; allowed: one or more --param {ALLOWED}")
     if args.target is not None and not math.isfinite(args.target):
         raise UserError(f"--target {args.target} is not a return; allowed: a finite number")
-    from tfdqn.train import build_parser as train_parser, resolve_config
 
-    def resolved(extra: list[str]) -> config_lib.DQNConfig:
-        return resolve_config(train_parser().parse_args([*train_arguments(args), *extra]))
+    def resolved(sampled: dict) -> config_lib.DQNConfig:
+        overrides = {**fixed_settings(args), **sampled, "env.id": args.env}
+        return config_lib.resolve_config(args.config, overrides, args.preset)
 
-    config = resolved([])
+    config = resolved({})
     for param in params:
         for value in param.ends():
-            resolved([f"--set={as_set(param.key, value)}"])
+            resolved(config_lib.parse_set([as_set(param.key, value)]))
     if config.run.eval_every <= 0:
         raise UserError("config key run.eval_every = 0 gives a trial no evaluation to score; allowed: "
                         "--set run.eval_every=N with N >= 1")
@@ -111,7 +119,7 @@ def _main(args, argv: list[str]) -> int:
                                  config.run.total_steps)
     if args.workers > 1 and not args.worker_only:
         codes = _spawn_workers([a for a in argv if a != WORKER_FLAG], args.workers)
-        finished = sum(study_lib.counts(study).get(state, 0) for state in ("COMPLETE", "PRUNED"))
+        finished = study_lib.finished_trials(study_lib.counts(study))
         if finished < args.trials:  # a worker that stopped early: the study waits for the command again
             raise RunFailure(f"workers exited with {codes} before study {name!r} had {args.trials} finished trials "
                              f"({finished}); run the same command again to carry the study on")
@@ -120,10 +128,10 @@ def _main(args, argv: list[str]) -> int:
         study_lib.work(study, runner, args.trials, failures_allowed=args.trials)
     if args.worker_only:
         return 0
-    written = results.write_results(study, folder, objective.describe())
+    table, written = results.write_results(study, folder, objective.describe())
     tally = study_lib.counts(study)
     print(f"study {name!r} ({url}): " + ", ".join(f"{n} {state.lower()}" for state, n in sorted(tally.items())))
-    print(results.best_trials_table(study, objective.describe()), end="")
+    print(table, end="")
     print("results: " + ", ".join(str(path) for path in written))
     return 0
 

@@ -11,7 +11,6 @@ run has. The functions are the one way tfdqn's tools aggregate runs (tools/atari
 
 from __future__ import annotations
 
-import csv
 import pathlib
 import sys
 
@@ -22,6 +21,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
+from tfdqn.run.csv_log import read_evaluations  # noqa: E402
 from tools.report import command_line, machine, publish  # noqa: E402
 from tools.training_runs import finished  # noqa: E402
 
@@ -69,8 +69,7 @@ def read_run(run_dir: pathlib.Path) -> dict:
         raise UserError(f"RUN_DIR {str(run_dir)!r} holds no finished run; allowed: run folders with a summary.json "
                         f"of a run that ended by itself")
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
-    with open(run_dir / "evaluations.csv", newline="") as file:
-        curve = [(int(row["env_steps"]), float(row["return_mean"])) for row in csv.DictReader(file)]
+    curve = [(row["env_steps"], row["return_mean"]) for row in read_evaluations(run_dir)]
     return {"run_dir": str(run_dir), "env": config["env"]["id"], "seed": config["run"]["seed"],
             "final_eval_return": summary["final_eval_return_mean"], "curve": curve}
 

@@ -17,7 +17,6 @@ final_eval_return and the curve), a Markdown table, and curves against env steps
 
 from __future__ import annotations
 
-import csv
 import json
 import pathlib
 import sys
@@ -28,6 +27,7 @@ from tfdqn import config as config_lib  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
 from tfdqn.presets import PRESETS  # noqa: E402
+from tfdqn.run.csv_log import read_evaluations  # noqa: E402
 from tools.report import command_line, machine, publish  # noqa: E402
 from tools.training_runs import train_or_resume  # noqa: E402
 
@@ -63,10 +63,8 @@ def train_arguments(args, seed: int) -> list[str]:
 
 def read_curve(run_dir: pathlib.Path) -> list[dict]:
     """The run's periodic evaluations (`evaluations.csv`), in env-step order."""
-    with (run_dir / "evaluations.csv").open() as file:
-        return [{"env_steps": int(row["env_steps"]), "wall_seconds": float(row["run_seconds"]),
-                 "return_mean": float(row["return_mean"]), "return_std": float(row["return_std"])}
-                for row in csv.DictReader(file)]
+    return [{"env_steps": row["env_steps"], "wall_seconds": row["run_seconds"], "return_mean": row["return_mean"],
+             "return_std": row["return_std"]} for row in read_evaluations(run_dir)]
 
 
 def protocol(run_dir: pathlib.Path) -> str:

@@ -30,8 +30,8 @@ from tfdqn.run.collectors import VectorEnvCollector
 from tfdqn.run.drivers import make_driver
 from tfdqn.run.episodes import EpisodeLog
 from tfdqn.run.evaluation import Evaluator
-from tfdqn.run.csv_log import CsvLog
-from tfdqn.run.hooks import EVALUATIONS_HEADER, EvaluationHook, ProfilerHook, SummaryHook, SummarySources
+from tfdqn.run.csv_log import EVALUATIONS_HEADER, CsvLog
+from tfdqn.run.hooks import EvaluationHook, ProfilerHook, SummaryHook, SummarySources
 from tfdqn.run.lock import RunLock
 from tfdqn.run.run_dir import make_run_dir
 from tfdqn.run.saving import CheckpointService

@@ -13,6 +13,9 @@ import sys
 
 from tfdqn.atomic import atomic_write
 
+# evaluations.csv: one row per periodic evaluation, with the run clock's reading (what time to a score is read from)
+EVALUATIONS_HEADER = "env_steps,run_seconds,return_mean,return_std"
+
 
 class CsvLog:
     """`header`'s columns, the first one the env step (an integer), the others numbers."""
@@ -55,3 +58,19 @@ def complete_rows(path: pathlib.Path, up_to: int, columns: int) -> list[str]:
         print(f"warning: {path}: dropped {len(torn)} line(s) torn by a crash mid-write (first: {torn[0]!r})",
               file=sys.stderr)
     return [row for row in lines[1:] if _parses(row, columns) and int(row.split(",")[0]) <= up_to]
+
+
+def read_rows(path: pathlib.Path, header: str) -> list[dict]:
+    """The whole rows of a CSV log as {column: number} (the env step an integer), for readers of a run that
+    may still be writing it: a last line without its newline yet is left for the next read."""
+    if not path.exists():
+        return []
+    columns = header.split(",")
+    *lines, _ = path.read_text(errors="replace").split("\n")
+    return [{name: int(field) if name == columns[0] else float(field) for name, field in zip(columns, line.split(","))}
+            for line in lines[1:] if _parses(line, len(columns))]
+
+
+def read_evaluations(run_dir: pathlib.Path) -> list[dict]:
+    """A run's `evaluations.csv` rows (env_steps, run_seconds, return_mean, return_std), in env-step order."""
+    return read_rows(pathlib.Path(run_dir) / "evaluations.csv", EVALUATIONS_HEADER)

@@ -38,7 +38,6 @@ class PeriodicHook:
         """Release what the hook holds (nothing, unless it says otherwise)."""
 
 
-EVALUATIONS_HEADER = "env_steps,run_seconds,return_mean,return_std"
 
 
 class EvaluationHook(PeriodicHook):

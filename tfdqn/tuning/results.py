@@ -43,22 +43,23 @@ def best_trials_table(study, objective_text: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_results(study, folder: pathlib.Path, objective_text: str) -> list[pathlib.Path]:
-    """The table, the best config and the plots in `folder`; returns the files written."""
+def write_results(study, folder: pathlib.Path, objective_text: str) -> tuple[str, list[pathlib.Path]]:
+    """The table, the best config and the plots in `folder`; returns the table and the files written."""
     import optuna
 
     folder.mkdir(parents=True, exist_ok=True)
     written = [folder / "best-trials.md"]
-    atomic_write(written[0], best_trials_table(study, objective_text))
+    table = best_trials_table(study, objective_text)
+    atomic_write(written[0], table)
     complete = [t for t in study.get_trials(deepcopy=False) if t.state == optuna.trial.TrialState.COMPLETE]
     if not complete:
-        return written
+        return table, written
     best_config = pathlib.Path(study.best_trial.user_attrs["run_dir"]) / "config.yaml"
     if best_config.is_file():  # on this machine: a worker elsewhere keeps its runs on its own disk
         atomic_write(folder / "best-config.yaml", best_config.read_text())
         written.append(folder / "best-config.yaml")
     written += _plots(study, folder, len(complete))
-    return written
+    return table, written
 
 
 def _plots(study, folder: pathlib.Path, complete: int) -> list[pathlib.Path]:

@@ -101,6 +101,11 @@ def counts(study) -> dict[str, int]:
     return tally
 
 
+def finished_trials(tally: dict[str, int]) -> int:
+    """Trials that count towards a study's total (complete or pruned; failed ones do not), of `counts`."""
+    return tally.get("COMPLETE", 0) + tally.get("PRUNED", 0)
+
+
 def work(study, objective, trials: int, failures_allowed: int, poll_seconds: float = 2.0) -> None:
     """Run trials until the study holds `trials` finished ones; while the others' running trials would
     reach it, wait for them (or for their heartbeat to lapse). Stops with a one-line error once more than
@@ -112,7 +117,7 @@ def work(study, objective, trials: int, failures_allowed: int, poll_seconds: flo
     while True:
         optuna.storages.fail_stale_trials(study)
         tally = counts(study)
-        done = tally.get("COMPLETE", 0) + tally.get("PRUNED", 0)
+        done = finished_trials(tally)
         if tally.get("FAIL", 0) > failures_allowed:
             raise UserError(f"{tally['FAIL']} trials of study {study.study_name!r} failed (their logs are beside their "
                             f"run folders); allowed: at most {failures_allowed}")

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 
+from tfdqn.run import csv_log
 from tfdqn.tuning.search_space import Param, as_set
 
 PR_SET_PDEATHSIG = 1
@@ -57,13 +58,8 @@ class Objective:
 
 
 def read_evaluations(run_dir: pathlib.Path) -> list[tuple[int, float]]:
-    """(env steps, mean) of every complete row of the run's evaluations.csv (a row being written is left)."""
-    try:
-        text = (run_dir / "evaluations.csv").read_text()
-    except FileNotFoundError:
-        return []
-    lines = text.split("\n")[1:-1]  # the header, and whatever follows the last newline
-    return [(int(fields[0]), float(fields[2])) for fields in (line.split(",") for line in lines)]
+    """(env steps, mean) of every whole row of the run's evaluations.csv (a row being written is left)."""
+    return [(row["env_steps"], row["return_mean"]) for row in csv_log.read_evaluations(run_dir)]
 
 
 def die_with_parent() -> None:
