@@ -1,5 +1,7 @@
 """Shared test helpers: quiet TensorFlow, and running the real command lines as subprocesses."""
 
+import contextlib
+import io
 import os
 import pathlib
 import subprocess
@@ -8,6 +10,9 @@ import sys
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# `-n auto` runs a worker per core: TensorFlow in each worker and in the runs it starts then runs an op on one
+# thread, where two threads each would oversubscribe the cores (the suite is CPU-bound)
+os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -17,6 +22,18 @@ def run_module(module: str, *args: str, timeout: float = 300, env: dict | None =
     env = {**(os.environ if env is None else env), "TF_CPP_MIN_LOG_LEVEL": "2"}
     return subprocess.run([sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True,
                           timeout=timeout, env=env, **kwargs)
+
+
+def train_in_process(*args: str) -> subprocess.CompletedProcess:
+    """`python -m tfdqn.train args...` as `run_module` runs it, but in this process: a run the test only reads
+    back costs no TensorFlow start-up of its own (seconds of CPU each). Runs a test signals, kills or times
+    stay subprocesses."""
+    from tfdqn.train import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(["tfdqn.train", *args], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -42,6 +59,6 @@ TINY = [*SMALL_CARTPOLE, *TINY_RUN]
 @pytest.fixture(scope="session")
 def cartpole_run(tmp_path_factory):
     logdir = tmp_path_factory.mktemp("runs")
-    result = run_module("tfdqn.train", *TINY, "--seed", "3", "--logdir", str(logdir), "--run-name", "a")
+    result = train_in_process(*TINY, "--seed", "3", "--logdir", str(logdir), "--run-name", "a")
     assert result.returncode == 0, result.stderr
     return logdir / "a", result

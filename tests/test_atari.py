@@ -6,6 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
+from tests.conftest import train_in_process
 from tfdqn.config import EnvConfig
 from tfdqn.envs.make import make_env
 from tfdqn.replay.ring import ReplayRing
@@ -51,10 +52,10 @@ def test_replay_rebuilds_exactly_the_stacks_breakout_produced():
 
 @pytest.mark.slow
 def test_breakout_trains_and_evaluates_with_video(tmp_path, run_cmd):
-    result = run_cmd("tfdqn.train", "--env", "Breakout", "--total-steps", "2000", "--learning-starts", "1000",
-                     "--set", "replay.capacity=5000", "--set", "run.final_eval_episodes=1",
-                     "--set", "run.eval_every=1000", "--set", "run.eval_episodes=1", "--quiet",
-                     "--logdir", str(tmp_path), "--run-name", "breakout")
+    result = train_in_process("--env", "Breakout", "--total-steps", "2000", "--learning-starts", "1000",
+                              "--set", "replay.capacity=5000", "--set", "run.final_eval_episodes=1",
+                              "--set", "run.eval_every=1000", "--set", "run.eval_episodes=1", "--quiet",
+                              "--logdir", str(tmp_path), "--run-name", "breakout")
     assert result.returncode == 0, result.stderr
     run_dir = tmp_path / "breakout"
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -75,13 +76,13 @@ def test_breakout_trains_and_evaluates_with_video(tmp_path, run_cmd):
 
 
 @pytest.mark.slow
-def test_logged_returns_are_raw_game_scores_while_the_replay_clips(tmp_path, run_cmd):
+def test_logged_returns_are_raw_game_scores_while_the_replay_clips(tmp_path):
     # Space Invaders scores 5 to 30 per alien: raw game scores are multiples of 5 and far above the
     # number of rewarded steps, which is what clipped rewards would sum to. (The replay's clipping is
     # checked against the env's own rewards below; this run needs no update.)
-    result = run_cmd("tfdqn.train", "--env", "SpaceInvaders", "--total-steps", "1600", "--learning-starts", "1600",
-                     "--set", "replay.capacity=3000", "--set", "run.final_eval_episodes=1", "--quiet",
-                     "--logdir", str(tmp_path), "--run-name", "si")
+    result = train_in_process("--env", "SpaceInvaders", "--total-steps", "1600", "--learning-starts", "1600",
+                              "--set", "replay.capacity=3000", "--set", "run.final_eval_episodes=1", "--quiet",
+                              "--logdir", str(tmp_path), "--run-name", "si")
     assert result.returncode == 0, result.stderr
     rows = (tmp_path / "si" / "episodes.csv").read_text().splitlines()[1:]
     returns = [float(row.split(",")[1]) for row in rows]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import TINY
+from tests.conftest import TINY, train_in_process
 from tests.test_replay import _all_sampleable, _play
 from tfdqn.replay.device import DeviceReplay
 
@@ -84,9 +84,9 @@ def test_replay_fed_fused_updates_trace_once():
 
 
 @pytest.mark.slow
-def test_training_with_the_accelerator_replay(tmp_path, run_cmd):
-    result = run_cmd("tfdqn.train", *TINY, "--set", "replay.device=accelerator", "--logdir", str(tmp_path),
-                     "--run-name", "a")
+def test_training_with_the_accelerator_replay(tmp_path):
+    result = train_in_process(*TINY, "--set", "replay.device=accelerator", "--logdir", str(tmp_path),
+                              "--run-name", "a")
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["updates"] == 1000 and summary["replay_device"] == "accelerator"

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from tests.conftest import TINY
+from tests.conftest import TINY, train_in_process
 from tfdqn.agent.counters import Counters
 from tfdqn.run.drivers import RatioGate
 from tfdqn.telemetry.tensorboard import read_scalars
@@ -54,10 +54,10 @@ def test_gate_never_holds_the_actors_while_the_learner_cannot_sample():
 
 
 @pytest.mark.slow
-def test_async_run_holds_the_replay_ratio_within_five_percent(tmp_path, run_cmd):
+def test_async_run_holds_the_replay_ratio_within_five_percent(tmp_path):
     args = [*TINY, "--total-steps", "3000", "--training-interval", "2", "--set", "run.async_learner=true",
             "--logdir", str(tmp_path), "--run-name", "a"]
-    result = run_cmd("tfdqn.train", *args)
+    result = train_in_process(*args)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["async_learner"] and summary["updates"] == (3000 - 500) // 2

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, SMALL_CARTPOLE, SMALL_CONFIG, TINY, run_module
+from tests.conftest import REPO, SMALL_CARTPOLE, SMALL_CONFIG, TINY, run_module, train_in_process
 from tests.test_checkpoint import files_and_hashes
 
 
@@ -29,14 +29,14 @@ def _wait_for(path, process, timeout=120, pattern=None):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("settings", [[], ["--set", "replay.device=accelerator"], ["--num-envs", "3"],
+@pytest.mark.parametrize("settings", [[], ["--set", "replay.device=accelerator", "--num-envs", "3"],
                                       ["--preset", "rainbow", "--training-interval", "8"],
                                       ["--preset", "rainbow", "--training-interval", "8", "--set", "replay.device=accelerator"]],
-                         ids=["host-replay", "device-replay", "3-envs", "rainbow-host", "rainbow-device"])
+                         ids=["host-replay", "device-replay-3-envs", "rainbow-host", "rainbow-device"])
 def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole_run, tmp_path, settings):
     args = [*TINY, "--seed", "3", *settings, "--logdir", str(tmp_path)]
     if settings:  # the session's cartpole_run is the uninterrupted host-replay, one-env run
-        assert run_module("tfdqn.train", *args, "--run-name", "whole").returncode == 0
+        assert train_in_process(*args, "--run-name", "whole").returncode == 0
     uninterrupted = tmp_path / "whole" if settings else cartpole_run[0]
     process = _start(*args, "--run-name", "killed")
     run_dir = tmp_path / "killed"
@@ -59,7 +59,7 @@ def test_the_shipped_cartpole_config_stopped_and_resumed_repeats_the_uninterrupt
     games, periodic evaluations and final network."""
     args = ["--env", "CartPole", "--total-steps", "4096", "--checkpoint-every", "2048", "--quiet",
             "--set", "run.eval_every=1024", "--set", "run.eval_episodes=2", "--logdir", str(tmp_path)]
-    assert run_module("tfdqn.train", *args, "--run-name", "whole").returncode == 0
+    assert train_in_process(*args, "--run-name", "whole").returncode == 0
     process = _start(*args, "--run-name", "killed")
     run_dir = tmp_path / "killed"
     _wait_for(run_dir / "checkpoints", process, timeout=240, pattern="ckpt-2048.complete")
@@ -78,7 +78,7 @@ def test_the_shipped_cartpole_config_stopped_and_resumed_repeats_the_uninterrupt
 def test_resume_extends_total_steps(tmp_path):
     args = [*SMALL_CARTPOLE, "--total-steps", "600", "--learning-starts", "200", "--quiet",
             "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "r"]
-    assert run_module("tfdqn.train", *args).returncode == 0
+    assert train_in_process(*args).returncode == 0
     result = run_module("tfdqn.train", "--resume", str(tmp_path / "r"), "--total-steps", "900", "--quiet")
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
@@ -179,9 +179,9 @@ def test_resume_of_a_run_without_a_complete_checkpoint_is_refused(tmp_path):
 
 def _finished_run(logdir, name: str):
     """A run to env step 600 with checkpoints at 300 and 600; returns its folder."""
-    result = run_module("tfdqn.train", *SMALL_CARTPOLE, "--total-steps", "600", "--learning-starts", "200",
-                        "--checkpoint-every", "300", "--set", "run.final_eval_episodes=1", "--quiet",
-                        "--logdir", str(logdir), "--run-name", name)
+    result = train_in_process(*SMALL_CARTPOLE, "--total-steps", "600", "--learning-starts", "200",
+                              "--checkpoint-every", "300", "--set", "run.final_eval_episodes=1", "--quiet",
+                              "--logdir", str(logdir), "--run-name", name)
     assert result.returncode == 0, result.stderr
     return logdir / name
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import TINY, run_module
+from tests.conftest import TINY, train_in_process
 from tools import tensorboard_view
 from tfdqn.telemetry.layout import CHARTS
 
@@ -17,7 +17,7 @@ def _browser():
 
 
 def test_the_custom_scalars_tab_draws_every_chart_of_the_layout(tmp_path):
-    result = run_module("tfdqn.train", *TINY, "--logdir", str(tmp_path), "--run-name", "run")
+    result = train_in_process(*TINY, "--logdir", str(tmp_path), "--run-name", "run")
     assert result.returncode == 0, result.stderr
     with tensorboard_view.custom_scalars_page(tmp_path / "run", timeout=30) as page:
         lines = tensorboard_view.chart_lines(page)

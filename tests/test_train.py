@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from tests.conftest import SMALL_CARTPOLE, TINY, tensorboard_tags
+from tests.conftest import SMALL_CARTPOLE, TINY, tensorboard_tags, train_in_process
 
 
 @pytest.mark.slow
@@ -55,10 +55,10 @@ def test_evaluate_prints_mean_and_std(cartpole_run, run_cmd):
 
 
 @pytest.mark.slow
-def test_any_box_discrete_env_trains_with_the_mlp(tmp_path, run_cmd):
-    result = run_cmd("tfdqn.train", "--env", "Acrobot-v1", "--total-steps", "300", "--learning-starts", "100",
-                     "--set", "run.final_eval_episodes=1", "--set", "run.log_every=100", "--quiet",
-                     "--logdir", str(tmp_path), "--run-name", "acrobot")
+def test_any_box_discrete_env_trains_with_the_mlp(tmp_path):
+    result = train_in_process("--env", "Acrobot-v1", "--total-steps", "300", "--learning-starts", "100",
+                              "--set", "run.final_eval_episodes=1", "--set", "run.log_every=100", "--quiet",
+                              "--logdir", str(tmp_path), "--run-name", "acrobot")
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "acrobot" / "summary.json").read_text())["env_id"] == "Acrobot-v1"
 

@@ -70,6 +70,7 @@ def test_bad_command_lines_get_one_line_before_any_trial(tmp_path):
         (["--param", "learner.n_step=choice:1,x"], "config key learner.n_step = 'x' is not an integer"),
         (["--param", "learner.gamma=uniform:0.9:0.99", "--set", "run.eval_every=0"], "run.eval_every = 0"),
         ([], "no --param given"),
+        (["--param", "learner.gamma=uniform:0.9:0.99", "--heartbeat", "0"], "--heartbeat 0; allowed: seconds > 0"),
     ]:
         result = run_module("tfdqn.tune", "--env", "CartPole", "--trials", "2", "--logdir", str(tmp_path), *args,
                             timeout=120)
@@ -105,15 +106,16 @@ def _check_trials_match_their_runs(study) -> None:
 @pytest.mark.slow
 def test_a_sqlite_study_survives_a_killed_worker_and_writes_its_results(tmp_path):
     logdir, url = tmp_path / "tune", f"sqlite:///{tmp_path / 'tune' / 'CartPole.db'}"
-    first = _tune(logdir, "--trials", "4")
+    beat = ["--trials", "4", "--heartbeat", "2"]  # the killed worker's trial is failed 8 s after its last beat
+    first = _tune(logdir, *beat)
     while not (logdir / "CartPole" / "trial-0000.log").exists():  # the first worker's trial 0 has started
         assert first.poll() is None, first.communicate()
         time.sleep(0.2)
-    second = _tune(logdir, "--trials", "4")
+    second = _tune(logdir, *beat)
     time.sleep(4)
     first.send_signal(signal.SIGKILL)  # its run goes with it (parent-death signal); its trial stops beating
     first.wait()
-    again = _tune(logdir, "--trials", "4")
+    again = _tune(logdir, *beat)
     out, err = again.communicate(timeout=400)
     assert again.returncode == 0, err
     assert second.wait(timeout=400) == 0, second.communicate()

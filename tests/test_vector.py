@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from tests.conftest import TINY, TINY_RUN
+from tests.conftest import TINY, TINY_RUN, train_in_process
 from tfdqn import config as config_lib
 from tfdqn.envs.vector import AtariVector, GymVectorEnv, SingleEnv, ale_game_name, make_vector_env
 
@@ -71,13 +71,13 @@ def test_seeds_give_each_env_its_own_game():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("env", ["CartPole", "Breakout"])
-def test_train_with_vector_envs_counts_env_steps_across_envs(env, tmp_path, run_cmd):
+def test_train_with_vector_envs_counts_env_steps_across_envs(env, tmp_path):
     args = [*(TINY if env == "CartPole" else ["--env", env, *TINY_RUN]), "--num-envs", "4", "--training-interval", "2", "--total-steps", "1200",
             "--learning-starts", "400", "--logdir", str(tmp_path), "--run-name", env]
     if env == "Breakout":
         args += ["--set", "replay.capacity=4000", "--set", "run.final_eval_episodes=1",
                  "--set", "env.max_episode_frames=2000", "--set", "env.screen_size=42"]  # 42x42: a quarter of the update
-    result = run_cmd("tfdqn.train", *args)
+    result = train_in_process(*args)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / env / "summary.json").read_text())
     assert summary["num_envs"] == 4 and summary["env_steps"] == 1200
@@ -85,11 +85,11 @@ def test_train_with_vector_envs_counts_env_steps_across_envs(env, tmp_path, run_
 
 
 @pytest.mark.slow
-def test_vector_runs_are_reproducible(tmp_path, run_cmd):
+def test_vector_runs_are_reproducible(tmp_path):
     rows = []
     for name in ("a", "b"):
-        result = run_cmd("tfdqn.train", *TINY, "--num-envs", "3", "--total-steps", "900", "--logdir", str(tmp_path),
-                         "--run-name", name)
+        result = train_in_process(*TINY, "--num-envs", "3", "--total-steps", "900", "--logdir", str(tmp_path),
+                                  "--run-name", name)
         assert result.returncode == 0, result.stderr
         rows.append((tmp_path / name / "episodes.csv").read_text())
     assert rows[0] == rows[1] and len(rows[0].splitlines()) > 10

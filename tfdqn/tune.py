@@ -14,6 +14,7 @@ from tfdqn.cli import OneLineErrorParser, number, run_cli
 from tfdqn.errors import RunFailure, UserError
 from tfdqn.presets import PRESETS
 from tfdqn.tuning.search_space import ALLOWED, as_set, parse_params
+from tfdqn.tuning.study import GRACE_HEARTBEATS, HEARTBEAT_SECONDS
 
 WORKER_FLAG = "--worker-only"  # a worker that --workers started: it runs trials and leaves the results to its parent
 
@@ -43,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "trial's run ends there)")
     parser.add_argument("--pruner", choices=("median", "none"), default="median",
                         help="median: stop a trial whose evaluation trails the median of the others' at that step")
+    parser.add_argument("--heartbeat", type=number(float), default=HEARTBEAT_SECONDS, metavar="SECONDS",
+                        help=f"seconds between a worker's heartbeats; a running trial that missed {GRACE_HEARTBEATS} "
+                             f"is marked failed (its worker was killed)")
     parser.add_argument("--logdir", default="runs/tune", metavar="DIR", help="holds STUDY/ (trials, results)")
     parser.add_argument("--track", action="store_true", help="each trial tracked in Weights & Biases (tfdqn.train --track)")
     parser.add_argument("--wandb-project", metavar="NAME", help="the W&B project of the trials")
@@ -72,6 +76,8 @@ def train_arguments(args) -> list[str]:
 def check(args, params) -> config_lib.DQNConfig:
     """Refuse, before any trial, what would fail every trial: the config at each end of every range,
     resolved as a trial's `tfdqn.train` resolves it."""
+    if not 0 < args.heartbeat < math.inf:
+        raise UserError(f"--heartbeat {args.heartbeat:g}; allowed: seconds > 0")
     if args.trials < 1 or args.workers < 1 or args.last_evaluations < 1:
         raise UserError(f"--trials {args.trials} / --workers {args.workers} / --last-evaluations "
                         f"{args.last_evaluations}; allowed: integers >= 1")
@@ -113,10 +119,11 @@ def _main(args, argv: list[str]) -> int:
     folder = pathlib.Path(args.logdir) / name
     objective = Objective(args.last_evaluations, args.target)
     settings = {"env": args.env, "preset": args.preset, "config": args.config, "set": args.set,
-                "param": args.param, "total_steps": args.total_steps, "objective": objective.describe()}
+                "param": args.param, "total_steps": args.total_steps, "objective": objective.describe(),
+                "heartbeat": args.heartbeat}  # a worker beating slower than another's grace would be failed by it
     url = study_lib.storage_url(args.storage, pathlib.Path(args.logdir), name)
     study = study_lib.open_study(name, url, objective.direction, settings, args.trials, args.pruner,
-                                 config.run.total_steps)
+                                 config.run.total_steps, args.heartbeat)
     if args.workers > 1 and not args.worker_only:
         codes = _spawn_workers([a for a in argv if a != WORKER_FLAG], args.workers)
         finished = study_lib.finished_trials(study_lib.counts(study))

@@ -16,7 +16,7 @@ import time
 from tfdqn.errors import UserError
 
 HEARTBEAT_SECONDS = 5
-GRACE_SECONDS = 20  # a running trial without a heartbeat for this long is marked failed
+GRACE_HEARTBEATS = 4  # a running trial that missed this many heartbeats is marked failed
 SQLITE_LOCK_SECONDS = 60  # how long a worker waits for another's write to the SQLite file
 
 
@@ -31,14 +31,14 @@ def storage_url(storage: str | None, logdir: pathlib.Path, study: str) -> str:
     return storage
 
 
-def open_storage(url: str):
+def open_storage(url: str, heartbeat: float = HEARTBEAT_SECONDS):
     import optuna
     import sqlalchemy.exc
 
     engine = {"connect_args": {"timeout": SQLITE_LOCK_SECONDS}} if url.startswith("sqlite") else {}
     try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_SECONDS,
-                                          grace_period=GRACE_SECONDS)
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine, heartbeat_interval=heartbeat,
+                                          grace_period=GRACE_HEARTBEATS * heartbeat)
     except (sqlalchemy.exc.SQLAlchemyError, ImportError, ValueError) as error:
         first = (str(error).strip().splitlines() or [error.__class__.__name__])[0]
         raise UserError(f"--storage {url!r} cannot be opened ({first}); allowed: a database URL Optuna takes, such "
@@ -71,7 +71,8 @@ def trial_line(study, trial) -> None:
     print(f"trial {trial.number} {outcome} ({values})", flush=True)
 
 
-def open_study(name: str, url: str, direction: str, settings: dict, trials: int, pruner: str, total_steps: int):
+def open_study(name: str, url: str, direction: str, settings: dict, trials: int, pruner: str, total_steps: int,
+               heartbeat: float = HEARTBEAT_SECONDS):
     """Create the study or join it; a study made with other settings (env, objective, search space) is
     refused in one line, so workers cannot mix two studies' trials. The pruner stops no trial in its first
     fifth of `total_steps`, where evaluations are mostly noise."""
@@ -81,8 +82,8 @@ def open_study(name: str, url: str, direction: str, settings: dict, trials: int,
     sampler = optuna.samplers.TPESampler(n_startup_trials=startup_trials(trials), constant_liar=True)
     pruner = (optuna.pruners.MedianPruner(n_startup_trials=startup_trials(trials), n_warmup_steps=total_steps // 5)
               if pruner == "median" else optuna.pruners.NopPruner())
-    study = optuna.create_study(study_name=name, storage=open_storage(url), direction=direction, sampler=sampler,
-                                pruner=pruner, load_if_exists=True)
+    study = optuna.create_study(study_name=name, storage=open_storage(url, heartbeat), direction=direction,
+                                sampler=sampler, pruner=pruner, load_if_exists=True)
     saved = study.user_attrs.get("settings")
     if saved is None:
         study.set_user_attr("settings", settings)
