@@ -105,3 +105,14 @@ def test_help_lists_every_config_key_with_its_doc(run_cmd):
     result = run_cmd("tfdqn.train", "--help", timeout=60)
     assert result.returncode == 0
     assert "run.training_interval" in result.stdout and "env steps per gradient update" in result.stdout
+
+
+def test_tfdqn_train_still_trains_after_its_command_module_is_imported(tmp_path):
+    import tfdqn
+    from tfdqn.train import main  # binds the module to the name tfdqn.train
+
+    assert callable(main) and isinstance(tfdqn.train, type(json))
+    config = tfdqn.DQNConfig.for_env("CartPole", {"run.total_steps": 60, "run.learning_starts": 40,
+                                                  "run.final_eval_episodes": 1, "run.eval_every": 0})
+    summary = tfdqn.train(config, tmp_path / "r", quiet=True)
+    assert summary["env_steps"] >= 60 and summary["run_dir"] == str(tmp_path / "r")

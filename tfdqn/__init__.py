@@ -29,6 +29,9 @@ def train(config, run_dir=None, logdir: str = "runs", quiet: bool = False) -> di
     return {"run_dir": str(run_dir), **train_run(config, run_dir, quiet=quiet)}
 
 
+_train_function = train  # `import tfdqn.train` (the command's module) rebinds `tfdqn.train` to the module, which calls this
+
+
 def __getattr__(name: str):
     if name == "DQNConfig":
         from tfdqn.config import DQNConfig

@@ -6,6 +6,7 @@ import argparse
 import pathlib
 import shlex
 import sys
+import types
 
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
@@ -175,6 +176,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     return run_cli(parser, lambda args: _main(args, parser), argv)
 
+
+class _CallableCommandModule(types.ModuleType):
+    """Importing this module (`from tfdqn.train import main`) makes it the package's `train` attribute, where
+    the Python API's function lives: calling the module calls that function, so `tfdqn.train(config)` works
+    whichever of the two the name holds."""
+
+    def __call__(self, *args, **kwargs):
+        import tfdqn
+
+        return tfdqn._train_function(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableCommandModule
 
 if __name__ == "__main__":
     sys.exit(main())
