@@ -1,4 +1,5 @@
-"""Shared test helpers: quiet TensorFlow, and running the real command lines as subprocesses."""
+"""Shared test helpers: quiet TensorFlow on one op thread per worker, and the real command lines run as
+subprocesses (or, for a training run a test only reads back, in the test's own process)."""
 
 import contextlib
 import io

@@ -29,7 +29,8 @@ def train(config, run_dir=None, logdir: str = "runs", quiet: bool = False) -> di
     return {"run_dir": str(run_dir), **train_run(config, run_dir, quiet=quiet)}
 
 
-_train_function = train  # `import tfdqn.train` (the command's module) rebinds `tfdqn.train` to the module, which calls this
+# `import tfdqn.train` (the command's module) rebinds the name `tfdqn.train` to that module, which calls this
+_train_function = train
 
 
 def __getattr__(name: str):

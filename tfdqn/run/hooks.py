@@ -38,8 +38,6 @@ class PeriodicHook:
         """Release what the hook holds (nothing, unless it says otherwise)."""
 
 
-
-
 class EvaluationHook(PeriodicHook):
     """Periodic games with the evaluation epsilon, logged as `charts/eval_return` and as an
     `evaluations.csv` row with the run clock's reading (a `CsvLog`: time to a score survives a resume);

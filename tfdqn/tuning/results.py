@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 import pathlib
-import shutil
 
-from tfdqn.atomic import atomic_write
+from tfdqn.atomic import atomic_path, atomic_write
 
 BEST_ROWS = 10
 
@@ -79,9 +78,8 @@ def _plots(study, folder: pathlib.Path, complete: int) -> list[pathlib.Path]:
         axes = draw()
         axes.figure.set_size_inches(7, 4.5)
         axes.figure.tight_layout()
-        temporary = folder / f".{name}.tmp.png"
-        axes.figure.savefig(temporary)
+        with atomic_path(folder / name, suffix=".tmp.png") as temporary:  # the suffix names the format
+            axes.figure.savefig(temporary)
         plt.close(axes.figure)
-        shutil.move(temporary, folder / name)
         written.append(folder / name)
     return written
