@@ -39,7 +39,7 @@ def test_the_protocol_runs_end_to_end_and_a_finished_run_is_not_rerun(tmp_path):
     assert results["aggregate"]["runs_per_game"] == 1
     pong = results["games"][0]
     assert (pong["der"], pong["drq_eps"]) == (-19.3, -9.1) and pong["at_or_above_drq_eps"] == (pong["mean"] >= -9.1)
-    assert "| Pong | 1 |" in result.stdout and "IQM" in result.stdout
+    assert "| Pong | 1 |" in result.stdout and "Over these 1 game, 1 run each: IQM" in result.stdout
     again = subprocess.run([*command, "--report-only"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "tfdqn.train" not in again.stdout
     assert json.loads((tmp_path / "a.json").read_text())["runs"] == results["runs"]

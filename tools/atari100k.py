@@ -78,7 +78,8 @@ def markdown_table(preset: str, rows: list[dict], aggregate: dict | None) -> str
         lines.append(f"| {r['game']} | {len(r['scores'])} | {r['mean']:.1f} ({each}) | {r['human_normalized']:.3f} | "
                      f"{r['der']:g} | {r['drq_eps']:g} | {'yes' if r['at_or_above_drq_eps'] else 'no'} |")
     if aggregate:
-        lines += ["", f"Over these {len(rows)} games, {aggregate['runs_per_game']} run(s) each: IQM "
+        games, runs = len(rows), aggregate["runs_per_game"]
+        lines += ["", f"Over these {games} game{'s' * (games != 1)}, {runs} run{'s' * (runs != 1)} each: IQM "
                       f"{aggregate['iqm']:.3f} (95% CI {aggregate['iqm_ci95'][0]:.3f} to {aggregate['iqm_ci95'][1]:.3f}), "
                       f"mean {aggregate['mean']:.3f} (95% CI {aggregate['mean_ci95'][0]:.3f} to "
                       f"{aggregate['mean_ci95'][1]:.3f}); published IQM over all 26 games: "
