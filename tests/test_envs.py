@@ -284,7 +284,8 @@ def test_describe_protocol():
     assert describe_protocol(BREAKOUT, spec, 0.05) == (
         "protocol: ALE/Breakout-v5, epsilon 0.05, no-op start of 0-30 emulator frames, sticky actions p=0.25, "
         "frame skip 4 (max-pooled), 84x84 grayscale, stack 4, FIRE after each new game, a lost life is "
-        "terminal for learning, returns are whole games (the game goes on: NOOP then FIRE), games capped at 108000 emulator frames after the no-op start")
+        "terminal for learning, returns are whole games (the game goes on: NOOP then FIRE), games capped at 108000 "
+        "emulator frames after the no-op start")
     plain = dataclasses.replace(BREAKOUT, noop_max=0, fire_on_reset=False, terminal_on_life_loss=False)
     assert describe_protocol(plain, spec, 0.0) == (
         "protocol: ALE/Breakout-v5, epsilon 0, no no-op start, sticky actions p=0.25, frame skip 4 (max-pooled), "

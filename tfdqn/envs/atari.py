@@ -164,7 +164,8 @@ def describe_atari(config: EnvConfig, spec: EnvSpec) -> list[str]:
     if fire:
         parts.append("FIRE after each new game")
     if config.terminal_on_life_loss:
-        parts.append("a lost life is terminal for learning, returns are whole games (the game goes on: NOOP" + (" then FIRE)" if fire else ")"))
+        parts.append("a lost life is terminal for learning, returns are whole games (the game goes on: NOOP"
+                     + (" then FIRE)" if fire else ")"))
     parts.append(f"games capped at {config.max_episode_frames} emulator frames"
                  + (" after the no-op start" if n else ""))
     return parts
