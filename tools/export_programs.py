@@ -174,6 +174,33 @@ def check_signature(name: str, inputs: list, outputs: list, traced: list, hlo: b
     return outputs
 
 
+def without_copies(serialized: bytes) -> bytes:
+    """The module with each `copy` replaced by its operand wherever it is used.
+
+    The bridge copies values it returns unchanged (the RNG state, the counters). Before layout assignment a copy is
+    an identity, and jaxlib 0.11's HLO-to-StableHLO converter refuses it (StableHLO has no copy op).
+    """
+    from tensorflow.compiler.xla.service import hlo_pb2
+
+    module = hlo_pb2.HloModuleProto.FromString(serialized)
+    for computation in module.computations:
+        source = {i.id: i.operand_ids[0] for i in computation.instructions if i.opcode == "copy"}
+
+        def resolve(instruction_id: int) -> int:
+            while instruction_id in source:
+                instruction_id = source[instruction_id]
+            return instruction_id
+
+        kept = [i for i in computation.instructions if i.opcode != "copy"]
+        for instruction in kept:
+            instruction.operand_ids[:] = [resolve(o) for o in instruction.operand_ids]
+            instruction.control_predecessor_ids[:] = sorted({resolve(c) for c in instruction.control_predecessor_ids})
+        computation.root_id = resolve(computation.root_id)
+        del computation.instructions[:]
+        computation.instructions.extend(kept)
+    return module.SerializeToString()
+
+
 def export_program(function, data: list, variables: dict, values: dict, out: pathlib.Path, name: str) -> dict:
     """Write `name`.hlo.pb and return its manifest entry: inputs, outputs and which variable each output updates."""
     import tensorflow as tf
@@ -197,7 +224,7 @@ def export_program(function, data: list, variables: dict, values: dict, out: pat
         outputs.append({"name": entry["name"], "shape": entry["shape"], "dtype": entry["dtype"],
                         "variable": entry["name"], "input_index": len(data) + index})
     outputs = check_signature(name, inputs, outputs, traced, hlo)
-    (out / f"{name}.hlo.pb").write_bytes(hlo)
+    (out / f"{name}.hlo.pb").write_bytes(without_copies(hlo))
     return {"name": name, "file": f"{name}.hlo.pb", "inputs": inputs, "outputs": outputs}
 
 
