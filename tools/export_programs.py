@@ -177,8 +177,9 @@ def check_signature(name: str, inputs: list, outputs: list, traced: list, hlo: b
 def without_copies(serialized: bytes) -> bytes:
     """The module with each `copy` replaced by its operand wherever it is used.
 
-    The bridge copies values it returns unchanged (the RNG state, the counters). Before layout assignment a copy is
-    an identity, and jaxlib 0.11's HLO-to-StableHLO converter refuses it (StableHLO has no copy op).
+    The bridge copies each updated variable's new value before returning it (the outputs that alias an input).
+    Before layout assignment a copy is an identity, and jaxlib 0.11's HLO-to-StableHLO converter refuses it
+    (StableHLO has no copy op).
     """
     from tensorflow.compiler.xla.service import hlo_pb2
 
