@@ -43,6 +43,16 @@ def test_iqm_over_tasks_is_trim_mean_of_all_scores_and_seeded():
     assert aggregate.interval_estimates(scores, reps=500) == estimates
 
 
+def test_improvement_probability_counts_pairs_per_task_and_averages_tasks():
+    # task 0: X 2, 1 against Y 3, 1, 0: of six pairs X wins 3 (2>1, 2>0, 1>0) and ties 1 (1=1): (3 + 0.5) / 6.
+    # task 1: X always ahead: 1. The average over the tasks: (3.5 / 6 + 1) / 2.
+    x, y = np.array([[2.0, 5.0], [1.0, 6.0]]), np.array([[3.0, 1.0], [1.0, 2.0], [0.0, 0.0]])
+    result = aggregate.improvement_probability(x, y, reps=500)
+    assert result["probability"] == pytest.approx((3.5 / 6 + 1) / 2)
+    low, high = result["probability_ci95"]
+    assert 0 <= low <= result["probability"] <= high <= 1 and low < high
+
+
 def test_curve_iqm_is_the_iqm_at_each_step():
     curves = np.random.default_rng(1).normal(size=(5, 3))
     curve = aggregate.curve_estimates(curves, reps=300)

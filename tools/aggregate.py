@@ -28,8 +28,9 @@ from tools.training_runs import finished  # noqa: E402
 AGGREGATES = ("iqm", "median", "mean")
 
 
-def _bootstrap(scores: np.ndarray, aggregate, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(point estimates, [2, k] 95% percentile intervals) of `aggregate` over a [runs, tasks] matrix."""
+def _bootstrap(scores, aggregate, reps: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(point estimates, [2, k] 95% percentile intervals) of `aggregate` over a [runs, tasks] matrix, or over a
+    tuple of them (each resampled on its own, within each task)."""
     from rliable import library
 
     np.random.seed(seed)  # rliable's bootstrap draws from NumPy's global generator
@@ -51,6 +52,17 @@ def interval_estimates(scores: np.ndarray, reps: int, seed: int = 0) -> dict:
         estimates[name] = float(points[k])
         estimates[f"{name}_ci95"] = [float(intervals[0][k]), float(intervals[1][k])]
     return estimates
+
+
+def improvement_probability(scores_x: np.ndarray, scores_y: np.ndarray, reps: int, seed: int = 0) -> dict:
+    """rliable's probability of improvement of X over Y: the chance that a run of X outscores a run of Y on the
+    same task (ties count half), averaged over tasks, with its 95% stratified-bootstrap interval. [runs, tasks]
+    matrices; X and Y may have different numbers of runs (2 of tfdqn against a published 100)."""
+    from rliable import metrics
+
+    pair = (np.asarray(scores_x, dtype=float), np.asarray(scores_y, dtype=float))
+    point, interval = _bootstrap(pair, metrics.probability_of_improvement, reps, seed)
+    return {"probability": float(point), "probability_ci95": [float(interval[0][0]), float(interval[1][0])]}
 
 
 def curve_estimates(curves: np.ndarray, reps: int, seed: int = 0) -> dict:

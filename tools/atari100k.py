@@ -11,6 +11,12 @@ interquartile mean (IQM) and the mean, with 95% stratified-bootstrap confidence 
 Agarwal et al. 2021), beside the published per-game means of DER and DrQ(epsilon)
 (`tfdqn.atari100k_scores`).
 
+A per-game mean of a few runs against DrQ(epsilon)'s mean of 100 is a coin flip even for DrQ(epsilon) itself,
+so the report also compares like with like, from DrQ(epsilon)'s 100 published runs per game: each run's
+percentile among them, DrQ(epsilon)'s IQM over the same games, the probability that a run of tfdqn outscores
+a run of DrQ(epsilon) on the same game (rliable's probability of improvement), and how often DrQ(epsilon)'s own
+runs, as many per game, put a game's mean at or above its published mean.
+
 Each game-seed is one `python -m tfdqn.train` run (seeds in the outer loop, so every game gets a seed
 early); a finished one is read, not rerun, and a killed one resumes from its checkpoint. `--report-only`
 reports the finished runs without training.
@@ -26,11 +32,12 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
 from tfdqn import config as config_lib  # noqa: E402
-from tfdqn.atari100k_scores import DER, DRQ_EPS, PUBLISHED_IQM, SCORES, human_normalized  # noqa: E402
+from tfdqn.atari100k_scores import (DER, PUBLISHED_IQM, SCORES, drq_eps_mean, drq_eps_percentile,  # noqa: E402
+                                    drq_eps_runs, human_normalized)
 from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
 from tfdqn.errors import UserError  # noqa: E402
 from tfdqn.presets import PRESETS  # noqa: E402
-from tools.aggregate import interval_estimates  # noqa: E402
+from tools.aggregate import improvement_probability, interval_estimates  # noqa: E402
 from tools.report import command_line, machine, publish  # noqa: E402
 from tools.training_runs import finished, train_or_resume  # noqa: E402
 
@@ -58,25 +65,53 @@ def run_name(game: str, preset: str, seed: int) -> str:
     return f"{game}-{preset}-seed{seed}"
 
 
+def drq_eps_clears_its_mean(game: str, runs: int, draws: int = 200_000, seed: int = 0) -> float:
+    """How often the mean of `runs` of DrQ(epsilon)'s own runs of `game` (drawn with replacement) is at or above
+    its published mean: the chance that DrQ(epsilon) itself meets the per-game bar with that many runs."""
+    scores = drq_eps_runs()[game]
+    means = np.random.default_rng(seed).choice(scores, size=(draws, runs)).mean(axis=1)
+    return float(np.mean(means >= scores.mean()))
+
+
+def games_at_or_above(chances: list[float]) -> list[float]:
+    """P(exactly j of the games at or above), j = 0..len(chances), for independent games with these chances."""
+    distribution = np.array([1.0])
+    for chance in chances:
+        distribution = np.convolve(distribution, [1.0 - chance, chance])
+    return distribution.tolist()
+
+
 def game_rows(scores: dict[str, list[float]]) -> list[dict]:
-    """Per game: the runs' scores, their mean, its human-normalised score and the published means."""
+    """Per game: the runs' scores, their mean, its human-normalised score, the published means, each run's
+    percentile among DrQ(epsilon)'s runs, and how often DrQ(epsilon)'s runs, as many, clear its mean."""
     rows = []
     for game, runs in scores.items():
-        mean = float(np.mean(runs))
-        published = SCORES[game]
+        mean, drq_eps = float(np.mean(runs)), drq_eps_mean(game)
         rows.append({"game": game, "scores": runs, "mean": mean, "human_normalized": human_normalized(game, mean),
-                     "der": published[DER], "drq_eps": published[DRQ_EPS],
-                     "at_or_above_drq_eps": mean >= published[DRQ_EPS]})
+                     "der": SCORES[game][DER], "drq_eps": drq_eps, "at_or_above_drq_eps": mean >= drq_eps,
+                     "drq_eps_percentiles": [drq_eps_percentile(game, score) for score in runs],
+                     "drq_eps_own_runs_at_or_above": drq_eps_clears_its_mean(game, len(runs))})
     return rows
+
+
+def against_drq_eps(games: list[str], normalized: np.ndarray, reps: int) -> dict:
+    """Like with like over these games: DrQ(epsilon)'s IQM and mean from its runs, and the probability that a run
+    of tfdqn (rows of `normalized`, human-normalised) outscores one of DrQ(epsilon)."""
+    reference = np.stack([human_normalized(game, drq_eps_runs()[game]) for game in games], axis=1)
+    return {"drq_eps_runs_per_game": reference.shape[0], "drq_eps": interval_estimates(reference, reps),
+            "improvement_over_drq_eps": improvement_probability(normalized, reference, reps)}
 
 
 def markdown_table(preset: str, rows: list[dict], aggregate: dict | None) -> str:
     lines = [f"| game | runs | tfdqn `--preset {preset}`: mean (each run) | human-normalised | DER | DrQ(ε) | "
-             "at or above DrQ(ε) |", "|---|---:|---|---:|---:|---:|---|"]
+             "at or above DrQ(ε) | each run's percentile among DrQ(ε)'s runs | DrQ(ε)'s own runs, as many, at or "
+             "above its mean |", "|---|---:|---|---:|---:|---:|---|---|---:|"]
     for r in rows:
         each = ", ".join(f"{s:.1f}" for s in r["scores"])
+        percentiles = ", ".join(f"{p:.0f}" for p in r["drq_eps_percentiles"])
         lines.append(f"| {r['game']} | {len(r['scores'])} | {r['mean']:.1f} ({each}) | {r['human_normalized']:.3f} | "
-                     f"{r['der']:g} | {r['drq_eps']:g} | {'yes' if r['at_or_above_drq_eps'] else 'no'} |")
+                     f"{r['der']:g} | {r['drq_eps']:.1f} | {'yes' if r['at_or_above_drq_eps'] else 'no'} | "
+                     f"{percentiles} | {r['drq_eps_own_runs_at_or_above']:.0%} |")
     if aggregate:
         games, runs = len(rows), aggregate["runs_per_game"]
         lines += ["", f"Over these {games} game{'s' * (games != 1)}, {runs} run{'s' * (runs != 1)} each: IQM "
@@ -84,6 +119,18 @@ def markdown_table(preset: str, rows: list[dict], aggregate: dict | None) -> str
                       f"mean {aggregate['mean']:.3f} (95% CI {aggregate['mean_ci95'][0]:.3f} to "
                       f"{aggregate['mean_ci95'][1]:.3f}); published IQM over all 26 games: "
                       + ", ".join(f"{name} {value}" for name, value in PUBLISHED_IQM.items()) + "."]
+        drq, better = aggregate["drq_eps"], aggregate["improvement_over_drq_eps"]
+        half = -(-games // 2)
+        lines += ["", f"DrQ(ε)'s own {aggregate['drq_eps_runs_per_game']} runs of these games: IQM {drq['iqm']:.3f} "
+                      f"(95% CI {drq['iqm_ci95'][0]:.3f} to {drq['iqm_ci95'][1]:.3f}), mean {drq['mean']:.3f} "
+                      f"(95% CI {drq['mean_ci95'][0]:.3f} to {drq['mean_ci95'][1]:.3f}). The probability that a run of "
+                      f"tfdqn outscores a run of DrQ(ε) on the same game: {better['probability']:.2f} (95% CI "
+                      f"{better['probability_ci95'][0]:.2f} to {better['probability_ci95'][1]:.2f}; 0.5 is a tie). "
+                      f"With {runs} of its own runs per game, DrQ(ε) puts on average "
+                      f"{np.dot(np.arange(games + 1), aggregate['drq_eps_games_at_or_above']):.2f} of these {games} "
+                      f"games at or "
+                      f"above its published means, and at least {half} with probability "
+                      f"{sum(aggregate['drq_eps_games_at_or_above'][half:]):.2f}."]
     return "\n".join(lines) + "\n"
 
 
@@ -130,7 +177,10 @@ def _main(args) -> int:
     if complete:
         normalized = np.array([[human_normalized(r["game"], r["score"]) for g in args.games for r in runs
                                 if r["game"] == g and r["seed"] == seed] for seed in complete])
-        aggregate = {**interval_estimates(normalized, args.reps), "runs_per_game": len(complete), "seeds": complete}
+        aggregate = {**interval_estimates(normalized, args.reps), "runs_per_game": len(complete), "seeds": complete,
+                     **against_drq_eps(args.games, normalized, args.reps),
+                     "drq_eps_games_at_or_above": games_at_or_above(
+                         [drq_eps_clears_its_mean(game, len(complete)) for game in args.games])}
     results = {"command": command_line("atari100k.py"), "machine": machine(), "preset": args.preset, "set": args.set,
                "runs": runs, "games": rows, "aggregate": aggregate, "published_iqm_26_games": PUBLISHED_IQM}
     publish(results, markdown_table(args.preset, rows, aggregate), args.out, args.table)
