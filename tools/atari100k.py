@@ -128,8 +128,7 @@ def markdown_table(preset: str, rows: list[dict], aggregate: dict | None) -> str
                       f"{better['probability_ci95'][0]:.2f} to {better['probability_ci95'][1]:.2f}; 0.5 is a tie). "
                       f"With {runs} of its own runs per game, DrQ(ε) puts on average "
                       f"{np.dot(np.arange(games + 1), aggregate['drq_eps_games_at_or_above']):.2f} of these {games} "
-                      f"games at or "
-                      f"above its published means, and at least {half} with probability "
+                      f"games at or above its published means, and at least {half} with probability "
                       f"{sum(aggregate['drq_eps_games_at_or_above'][half:]):.2f}."]
     return "\n".join(lines) + "\n"
 
