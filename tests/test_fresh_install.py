@@ -1,4 +1,4 @@
-"""A non-editable install trains from any folder: the configs ship inside the package.
+"""A non-editable install trains from any folder: the configs and data ship inside the package.
 
 The venv sees the system's site-packages for TensorFlow and the other heavy dependencies (installing
 them anew would take minutes and a network), but tfdqn itself is built from a copy of this working
@@ -40,6 +40,10 @@ def test_an_installed_copy_trains_cartpole_from_another_folder(tmp_path):
     where = subprocess.run([python, "-c", "import tfdqn; print(tfdqn.__file__)"], cwd=work, env=env,
                            capture_output=True, text=True, check=True).stdout.strip()
     assert where.startswith(str(venv)) and not where.startswith(str(REPO)), where
+    # the package data tools/atari100k.py reads ships too: DrQ(epsilon)'s published runs
+    code = "from tfdqn.atari100k_scores import drq_eps_mean; print(drq_eps_mean('Pong'))"
+    pong = subprocess.run([python, "-c", code], cwd=work, env=env, capture_output=True, text=True, check=True).stdout
+    assert round(float(pong), 1) == -9.1
     result = subprocess.run([python, "-m", "tfdqn.train", "--env", "CartPole", "--total-steps", "3000"], cwd=work,
                             env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
