@@ -34,13 +34,15 @@ def test_readme_actors_act_within_the_documented_lag(tmp_path, kind):
     policy = [lag for step, lag in read_scalars(tmp_path / "a", "perf/policy_lag_updates") if step > 3000]
     epsilon = [lag for step, lag in read_scalars(tmp_path / "a", "perf/epsilon_lag_steps") if step > 3000]
     assert len(policy) >= 4 and len(epsilon) == len(policy)  # one per summary window once the actors run steadily
-    # The bound holds while the actors keep the learner busy; an actor slowed by a loaded machine sends a
-    # chunk that waited longer, so the windows' median is held to it.
-    bound = policy_lag_bound(config)
-    assert bound == 100 + 1024 and min(policy) >= 0 and np.median(policy) <= bound, policy
+    # Each window logs its chunks' mean lag (about 2 chunks per window here), which the bound holds on
+    # average whatever the actors' relative speed; the window's first chunks were asked for before it,
+    # which can add one round of chunks over those the windows took.
+    bound, chunk_env_steps = policy_lag_bound(config), config.actors.chunk_steps * config.actors.envs_per_actor
+    round_updates = bound - config.actors.weight_sync_period
+    chunks_taken = (8000 - 3000) / chunk_env_steps
+    assert bound == 100 + 1024 and min(policy) >= 0 and np.mean(policy) <= bound + round_updates / chunks_taken, policy
     # The epsilon clock starts where the learner takes the chunk: at most a chunk off, not a round behind.
-    chunk_env_steps = config.actors.chunk_steps * config.actors.envs_per_actor
-    assert abs(np.median(epsilon)) <= chunk_env_steps, epsilon
+    assert abs(np.mean(epsilon)) <= chunk_env_steps, epsilon
 
 
 @pytest.mark.slow

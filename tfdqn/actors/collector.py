@@ -9,14 +9,16 @@ learner waits for chunks when it is ahead, and an actor whose chunk the learner 
 paused (the transport bounds the requests out). Weights go out every `actors.weight_sync_period` updates, with each actor's
 next request, with the update count they were read at.
 
-Lag: a chunk is taken about one round of chunks (one per actor) after it was asked for, so its weights
-are at most `weight_sync_period` updates plus one round's updates old when the learner takes it:
-policy lag <= weight_sync_period + ceil(count * chunk_steps * envs_per_actor / env_steps_per_round)
-* env_steps_per_round / training_interval while the actors, equally fast, keep the learner busy (less
-when it waits for them; a chunk of an actor slower than the others waits longer).
+Lag: a chunk's weights are as old as the updates run on the chunks taken between its request and
+its take, which is right after the same actor's previous chunk was taken. Over a run those gaps add
+up to `count` chunks per chunk taken whatever the actors' relative speed (a fast actor's chunks wait
+less, a slow one's more), so the mean policy lag is at most `weight_sync_period` updates plus one round's:
+weight_sync_period + ceil(count * chunk_steps * envs_per_actor / env_steps_per_round)
+* env_steps_per_round / training_interval while the actors keep the learner busy (less when it waits
+for them). A single chunk keeps that bound only while the actors are equally fast.
 Its epsilon clock starts where the run's env step counter will be when the learner takes it (the
 counter now plus every step asked for before it), so each transition's epsilon is the one the
-in-process collector would use. `metrics()` reports both lags as measured when chunks are taken.
+in-process collector would use. `metrics()` reports both lags' means over the chunks taken in a summary window.
 
 An actor that dies is restarted once, with a new seed, its unfinished episodes cut as truncations; a
 second death, or an error in its own code, stops the run in one line. A stop request (SIGINT, SIGTERM)
@@ -157,11 +159,13 @@ class RemoteCollector:
         self._lags.append((updates - chunk.weights_updates, env_steps - chunk.start_env_steps))
 
     def metrics(self) -> dict:
-        """The median lags of the chunks taken since the last call, as TensorBoard tags ({} if none):
-        how many updates old their weights were, and how many env steps behind their epsilon clock."""
+        """The mean lags of the chunks taken since the last call, as TensorBoard tags ({} if none):
+        how many updates old their weights were, and how many env steps behind their epsilon clock.
+        The mean, which the round sets (the module docstring), not the median of a few chunks, which
+        jumps by a chunk where one actor runs faster than another."""
         if not self._lags:
             return {}
-        policy_lag, epsilon_lag = np.median(np.array(self._lags, np.float64), axis=0)
+        policy_lag, epsilon_lag = np.mean(np.array(self._lags, np.float64), axis=0)
         self._lags.clear()
         return {"perf/policy_lag_updates": float(policy_lag), "perf/epsilon_lag_steps": float(epsilon_lag)}
 
