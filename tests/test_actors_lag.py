@@ -11,6 +11,7 @@ from tfdqn.config import DQNConfig
 from tfdqn.telemetry.tensorboard import read_scalars
 
 README_ACTORS = ["--actors", "process", "--set", "actors.count=2", "--set", "actors.envs_per_actor=4"]
+TOTAL_STEPS, STEADY_AFTER = 8000, 3000  # env steps of the run, and after which its windows are steady
 
 
 def policy_lag_bound(config: DQNConfig) -> float:
@@ -26,20 +27,20 @@ def test_readme_actors_act_within_the_documented_lag(tmp_path, kind):
     if kind == "ray":
         pytest.importorskip("ray")
     actors = ["--actors", kind, *README_ACTORS[2:], "--set", "actors.cpus_per_actor=0.5"]
-    result = run_module("tfdqn.train", "--env", "CartPole", *actors, "--total-steps", "8000",
+    result = run_module("tfdqn.train", "--env", "CartPole", *actors, "--total-steps", str(TOTAL_STEPS),
                         "--set", "run.log_every=1000", "--set", "run.final_eval_episodes=1", "--quiet",
                         "--logdir", str(tmp_path), "--run-name", "a", timeout=600)
     assert result.returncode == 0, result.stderr
     config = DQNConfig.for_env("CartPole", {"actors.kind": "process", "actors.count": 2, "actors.envs_per_actor": 4})
-    policy = [lag for step, lag in read_scalars(tmp_path / "a", "perf/policy_lag_updates") if step > 3000]
-    epsilon = [lag for step, lag in read_scalars(tmp_path / "a", "perf/epsilon_lag_steps") if step > 3000]
+    policy = [lag for step, lag in read_scalars(tmp_path / "a", "perf/policy_lag_updates") if step > STEADY_AFTER]
+    epsilon = [lag for step, lag in read_scalars(tmp_path / "a", "perf/epsilon_lag_steps") if step > STEADY_AFTER]
     assert len(policy) >= 4 and len(epsilon) == len(policy)  # one per summary window once the actors run steadily
     # Each window logs its chunks' mean lag (about 2 chunks per window here), which the bound holds on
     # average whatever the actors' relative speed; the window's first chunks were asked for before it,
     # which can add one round of chunks over those the windows took.
     bound, chunk_env_steps = policy_lag_bound(config), config.actors.chunk_steps * config.actors.envs_per_actor
     round_updates = bound - config.actors.weight_sync_period
-    chunks_taken = (8000 - 3000) / chunk_env_steps
+    chunks_taken = (TOTAL_STEPS - STEADY_AFTER) / chunk_env_steps
     assert bound == 100 + 1024 and min(policy) >= 0 and np.mean(policy) <= bound + round_updates / chunks_taken, policy
     # The epsilon clock starts where the learner takes the chunk: at most a chunk off, not a round behind.
     assert abs(np.mean(epsilon)) <= chunk_env_steps, epsilon
