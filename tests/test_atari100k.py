@@ -5,6 +5,7 @@ import importlib.util
 import itertools
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -89,6 +90,28 @@ def test_the_protocol_runs_end_to_end_and_a_finished_run_is_not_rerun(tmp_path):
     again = subprocess.run([*command, "--report-only"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0 and "tfdqn.train" not in again.stdout
     assert json.loads((tmp_path / "a.json").read_text())["runs"] == results["runs"]
+    # the results file is the record: with the run folders gone, its runs are kept and not trained again
+    shutil.rmtree(tmp_path / "runs")
+    kept = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert kept.returncode == 0 and "tfdqn.train" not in kept.stdout, kept.stderr
+    assert json.loads((tmp_path / "a.json").read_text())["runs"] == results["runs"]
+    # and another recipe's report never mixes into it nor overwrites it
+    written = (tmp_path / "a.json").read_bytes()
+    other = subprocess.run([*command[:3], "der", *command[4:], "--report-only"], cwd=REPO, env=env,
+                           capture_output=True, text=True, timeout=600)
+    assert other.returncode == 2 and other.stderr.count("\n") == 1
+    assert f"--out {tmp_path / 'a.json'} holds results of --preset drq_eps with --set" in other.stderr
+    assert (tmp_path / "a.json").read_bytes() == written
+
+
+def test_an_out_file_this_tool_did_not_write_is_refused_and_left_as_it_was(tmp_path):
+    out = tmp_path / "scores.json"
+    out.write_text('{"scores": [1, 2]}\n')
+    result = subprocess.run([sys.executable, "tools/atari100k.py", "--preset", "drq_eps", "--report-only",
+                             "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1
+    assert f"--out {out} is not an atari100k.py results file" in result.stderr
+    assert out.read_text() == '{"scores": [1, 2]}\n'
 
 
 def test_a_game_outside_atari_100k_is_refused_in_one_line(tmp_path):

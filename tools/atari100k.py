@@ -18,12 +18,15 @@ a run of DrQ(epsilon) on the same game (rliable's probability of improvement), a
 runs, as many per game, put a game's mean at or above its published mean.
 
 Each game-seed is one `python -m tfdqn.train` run (seeds in the outer loop, so every game gets a seed
-early); a finished one is read, not rerun, and a killed one resumes from its checkpoint. `--report-only`
-reports the finished runs without training.
+early); a finished one is read, not rerun, and a killed one resumes from its checkpoint. The results JSON
+(`--out`) is the record: a game-seed it holds for the same preset and `--set` is kept and not rerun, even
+where its run folder is gone (a new machine, a cleaned `runs/`). `--report-only` reports the finished runs
+without training.
 """
 
 from __future__ import annotations
 
+import json
 import pathlib
 import sys
 
@@ -133,6 +136,24 @@ def markdown_table(preset: str, rows: list[dict], aggregate: dict | None) -> str
     return "\n".join(lines) + "\n"
 
 
+def recorded_runs(out: pathlib.Path, preset: str, overrides: list[str]) -> dict[tuple[str, int], dict]:
+    """The runs an earlier report wrote to `out`, by (game, seed); refused where they were made with another
+    preset or `--set`, so one results file never mixes recipes (nor is overwritten by another's)."""
+    if not out.exists():
+        return {}
+    try:
+        results = json.loads(out.read_text())
+        made_with = (results["preset"], sorted(results["set"]))
+        runs = {(run["game"], run["seed"]): run for run in results["runs"]}
+    except (ValueError, KeyError, TypeError) as error:
+        raise UserError(f"--out {out} is not an atari100k.py results file ({error!r}); allowed: one this tool "
+                        f"wrote, or a new file") from None
+    if made_with != (preset, sorted(overrides)):
+        raise UserError(f"--out {out} holds results of --preset {made_with[0]} with --set {made_with[1]}; allowed: "
+                        f"the same --preset and --set, or another --out")
+    return runs
+
+
 def _check(args) -> None:
     config_lib.parse_set(args.set)  # a malformed --set fails here, before any run
     unknown = [game for game in args.games if game not in SCORES]
@@ -146,9 +167,10 @@ def _check(args) -> None:
 def _main(args) -> int:
     _check(args)
     logdir = pathlib.Path(args.logdir)
+    recorded = recorded_runs(pathlib.Path(args.out), args.preset, args.set)
     for seed in args.seeds:
         for game in args.games:
-            if args.report_only:
+            if args.report_only or (game, seed) in recorded:
                 continue
             arguments = ["--env", game, "--preset", args.preset, "--seed", str(seed),
                          f"--checkpoint-every={CHECKPOINT_EVERY}", *[f"--set={s}" for s in args.set]]
@@ -164,6 +186,8 @@ def _main(args) -> int:
                              "episodes": summary["final_eval_episodes"], "env_steps": summary["env_steps"],
                              "run_seconds": summary["run_seconds"],
                              "run_dir": str(logdir / run_name(game, args.preset, seed))})
+            elif (game, seed) in recorded:
+                runs.append(recorded[game, seed])
     scores = {game: [r["score"] for r in runs if r["game"] == game] for game in args.games}
     scores = {game: values for game, values in scores.items() if values}
     if not scores:
