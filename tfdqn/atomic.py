@@ -11,14 +11,17 @@ import errno
 import json
 import os
 import pathlib
+import threading
 
 
 @contextlib.contextmanager
 def atomic_path(path: pathlib.Path, suffix: str = ".tmp"):
     """Yield a temporary path beside `path` for a writer that needs a file name (a video encoder);
-    on success it is synced and renamed to `path`, on any error deleted."""
+    on success it is synced and renamed to `path`, on any error deleted. The name is the writer's own
+    (process and thread), so writers racing for one file (tuning workers ending a study together) each
+    rename a whole file and the last one wins."""
     path = pathlib.Path(path)
-    tmp = path.with_name(path.name + suffix)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}-{threading.get_ident()}{suffix}")
     try:
         yield tmp
         with open(tmp, "rb+") as f:
