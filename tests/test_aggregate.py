@@ -1,7 +1,6 @@
-"""tools/aggregate.py: IQM, median and mean with stratified-bootstrap intervals against cases computed by
+"""tfdqn aggregate: IQM, median and mean with stratified-bootstrap intervals against cases computed by
 hand, and the tool end to end on real CartPole runs."""
 
-import importlib.util
 import json
 
 import numpy as np
@@ -11,9 +10,7 @@ import scipy.stats
 from tests.conftest import REPO, SMALL_CONFIG, run_module
 from tfdqn import config as config_lib
 
-_spec = importlib.util.spec_from_file_location("aggregate", REPO / "tools" / "aggregate.py")
-aggregate = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(aggregate)
+from tfdqn.bench import aggregate
 
 
 def test_point_estimates_by_hand():
@@ -72,7 +69,7 @@ def test_the_tool_aggregates_real_runs(tmp_path):
         tfdqn.train(config, tmp_path / f"s{seed}", quiet=True)
         runs.append(str(tmp_path / f"s{seed}"))
     out = tmp_path / "agg.json"
-    result = run_module("tools.aggregate", *runs, "--out", str(out), "--plot", str(tmp_path / "agg"), "--reps", "500")
+    result = run_module("tfdqn", "aggregate", *runs, "--out", str(out), "--plot", str(tmp_path / "agg"), "--reps", "500")
     assert result.returncode == 0, result.stderr
     results = json.loads(out.read_text())
     finals = [json.loads((tmp_path / f"s{seed}" / "summary.json").read_text())["final_eval_return_mean"]
@@ -80,5 +77,5 @@ def test_the_tool_aggregates_real_runs(tmp_path):
     assert results["final_eval_return"]["iqm"] == pytest.approx(scipy.stats.trim_mean(finals, 0.25))
     assert results["curve"]["env_steps"] == [500, 1000, 1500]
     assert "| IQM |" in result.stdout and (tmp_path / "agg.png").stat().st_size > 0
-    missing = run_module("tools.aggregate", runs[0], str(tmp_path / "missing"), timeout=120)
+    missing = run_module("tfdqn", "aggregate", runs[0], str(tmp_path / "missing"), timeout=120)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "holds no finished run" in missing.stderr

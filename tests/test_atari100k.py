@@ -1,10 +1,11 @@
-"""tools/atari100k.py: scores against a NumPy reference, and the protocol end to end on a tiny budget."""
+"""tfdqn atari100k: scores against a NumPy reference, and the protocol end to end on a tiny budget: runs side by
+side on the cores and as Ray tasks, named by their recipe, kept by the record."""
 
 import hashlib
-import importlib.util
 import itertools
 import json
 import os
+import pathlib
 import shutil
 import subprocess
 import sys
@@ -15,12 +16,10 @@ import scipy.stats
 from rliable import metrics
 
 from tests.conftest import REPO
-from tfdqn.atari100k_scores import (DRQ_EPS_RUNS, DRQ_EPS_RUNS_SHA256, SCORES, drq_eps_mean, drq_eps_percentile,
+from tfdqn.bench.atari100k_scores import (DRQ_EPS_RUNS, DRQ_EPS_RUNS_SHA256, SCORES, drq_eps_mean, drq_eps_percentile,
                                     drq_eps_runs, human_normalized)
 
-_spec = importlib.util.spec_from_file_location("atari100k", REPO / "tools" / "atari100k.py")
-atari100k = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(atari100k)
+from tfdqn.bench import atari100k
 
 
 def test_human_normalised_scores_are_zero_at_random_and_one_at_human():
@@ -64,58 +63,117 @@ def test_games_at_or_above_against_enumeration():
     assert atari100k.games_at_or_above(chances) == pytest.approx(exact.tolist())
 
 
-@pytest.mark.slow
-def test_the_protocol_runs_end_to_end_and_a_finished_run_is_not_rerun(tmp_path):
+TINY = ["--preset", "drq_eps", "--games", "Pong", "--reps", "200", "--set=run.total_steps=400",
+        "--set=run.learning_starts=300", "--set=replay.capacity=1000", "--set=run.final_eval_episodes=2",
+        "--set=env.max_episode_frames=4000"]
+
+
+def _atari100k(tmp_path, *args, timeout=600):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    command = [sys.executable, "tools/atari100k.py", "--preset", "drq_eps", "--games", "Pong",
-               "--seeds", "0", "--logdir", str(tmp_path / "runs"), "--out", str(tmp_path / "a.json"), "--reps", "200",
-               "--set=run.total_steps=400", "--set=run.learning_starts=300", "--set=replay.capacity=1000",
-               "--set=run.final_eval_episodes=2", "--set=env.max_episode_frames=4000"]
-    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run([sys.executable, "-m", "tfdqn", "atari100k", *TINY, "--logdir", str(tmp_path / "runs"),
+                           *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _head_commit() -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+
+def _overlap(spans) -> bool:
+    """Whether the runs' workers were all training at one moment."""
+    return max(start for start, _ in spans) < min(end for _, end in spans)
+
+
+@pytest.mark.slow
+def test_runs_go_two_at_once_and_the_record_keeps_every_run_it_holds(tmp_path):
+    record = tmp_path / "a.json"
+    result = _atari100k(tmp_path, "--seeds", "0", "1", "2", "3", "--out", str(record))
     assert result.returncode == 0, result.stderr
-    results = json.loads((tmp_path / "a.json").read_text())
-    assert [(r["game"], r["episodes"], r["env_steps"]) for r in results["runs"]] == [("Pong", 2, 400)]
-    normalized = [human_normalized(r["game"], r["score"]) for r in results["runs"]]
-    assert results["aggregate"]["mean"] == pytest.approx(np.mean(normalized))
-    assert results["aggregate"]["runs_per_game"] == 1
-    pong = results["games"][0]
+    assert "4 runs to train, 2 at a time; no recorded run of this recipe yet" in result.stdout
+    results = json.loads(record.read_text())
+    runs = sorted(results["runs"], key=lambda run: run["seed"])
+    assert [(r["game"], r["seed"], r["episodes"], r["env_steps"], r["starts"]) for r in runs] == [
+        ("Pong", seed, 2, 400, ["new"]) for seed in range(4)]
+    (recipe,) = {run["config_hash"] for run in runs}
+    for run in runs:  # each run carries its recipe: hash, resolved config, version and commit
+        assert run["commit"] == _head_commit() and run["tfdqn_version"] and run["config"]["run"]["total_steps"] == 400
+        assert pathlib.Path(run["run_dir"]).name == f"Pong-drq_eps-{recipe}-seed{run['seed']}"
+    assert _overlap([runs[0]["worker_unix_span"], runs[1]["worker_unix_span"]])  # one process per core, at once
+    (report,) = results["reports"].values()
+    normalized = [human_normalized(r["game"], r["score"]) for r in runs]
+    assert report["aggregate"]["mean"] == pytest.approx(np.mean(normalized))
+    assert report["aggregate"]["seeds"] == [0, 1, 2, 3]
+    pong = report["games"][0]
     assert pong["der"] == -19.3 and pong["drq_eps"] == pytest.approx(-9.1, abs=0.05)
-    assert pong["at_or_above_drq_eps"] == (pong["mean"] >= pong["drq_eps"])
-    assert pong["drq_eps_percentiles"] == [drq_eps_percentile("Pong", results["runs"][0]["score"])]
-    against = results["aggregate"]["improvement_over_drq_eps"]
-    assert against["probability"] == pytest.approx(pong["drq_eps_percentiles"][0] / 100)  # one run, one game
-    assert results["aggregate"]["drq_eps"]["mean"] == pytest.approx(human_normalized("Pong", drq_eps_mean("Pong")))
-    assert "| Pong | 1 |" in result.stdout and "Over these 1 game, 1 run each: IQM" in result.stdout
+    assert pong["drq_eps_percentiles"] == [drq_eps_percentile("Pong", r["score"]) for r in runs]
+    assert "| Pong | 4 |" in result.stdout and "Over these 1 game, 4 runs each: IQM" in result.stdout
     assert "DrQ(ε)'s own 100 runs of these games: IQM" in result.stdout
-    again = subprocess.run([*command, "--report-only"], cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert again.returncode == 0 and "tfdqn.train" not in again.stdout
-    assert json.loads((tmp_path / "a.json").read_text())["runs"] == results["runs"]
-    # the results file is the record: with the run folders gone, its runs are kept and not trained again
+    # the folders gone, a report on seeds 0 and 1 trains nothing and keeps seeds 2 and 3 in the record
     shutil.rmtree(tmp_path / "runs")
-    kept = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert kept.returncode == 0 and "tfdqn.train" not in kept.stdout, kept.stderr
-    assert json.loads((tmp_path / "a.json").read_text())["runs"] == results["runs"]
-    # and another recipe's report never mixes into it nor overwrites it
-    written = (tmp_path / "a.json").read_bytes()
-    other = subprocess.run([*command[:3], "der", *command[4:], "--report-only"], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=600)
-    assert other.returncode == 2 and other.stderr.count("\n") == 1
-    assert f"--out {tmp_path / 'a.json'} holds results of --preset drq_eps with --set" in other.stderr
-    assert (tmp_path / "a.json").read_bytes() == written
+    subset = _atari100k(tmp_path, "--seeds", "0", "1", "--out", str(record))
+    assert subset.returncode == 0 and "nothing to train" in subset.stdout and "| Pong | 2 |" in subset.stdout
+    assert json.loads(record.read_text())["runs"] == results["runs"]
+    # a run leaves the record only when a flag names it
+    removed = _atari100k(tmp_path, "--seeds", "0", "--report-only", "--remove", "Pong:3", "--out", str(record))
+    assert removed.returncode == 0, removed.stderr
+    assert sorted(run["seed"] for run in json.loads(record.read_text())["runs"]) == [0, 1, 2]
+
+
+@pytest.mark.slow
+def test_another_set_is_another_recipe_trained_and_recorded_apart(tmp_path):
+    record = tmp_path / "a.json"
+    first = _atari100k(tmp_path, "--seeds", "0", "--out", str(record))
+    assert first.returncode == 0, first.stderr
+    second = _atari100k(tmp_path, "--seeds", "0", "--out", str(record), "--set=learner.n_step=3")
+    assert second.returncode == 0, second.stderr
+    assert "1 run to train" in second.stdout  # trained, not read back from the first run's folder
+    runs = json.loads(record.read_text())["runs"]
+    assert len({run["config_hash"] for run in runs}) == 2 and len({run["run_dir"] for run in runs}) == 2
+    for run in runs:  # each label names its own recipe: drq_eps's 10-step returns, or the --set's 3
+        assert run["config"]["learner"]["n_step"] == (3 if "learner.n_step=3" in run["set"] else 10)
+    assert "| Pong | 1 |" in second.stdout
+    assert "The record also holds runs of other recipes, reported apart: 1 of" in second.stdout
+    # a folder that holds another recipe under this one's name is refused, never read back or resumed as it
+    first_dir, second_dir = (pathlib.Path(run["run_dir"]) for run in sorted(runs, key=lambda run: len(run["set"])))
+    (second_dir / "config.yaml").write_bytes((first_dir / "config.yaml").read_bytes())
+    (second_dir / "summary.json").unlink()
+    third = _atari100k(tmp_path, "--seeds", "0", "--out", str(tmp_path / "b.json"), "--set=learner.n_step=3")
+    assert (third.returncode, third.stderr.count("\n")) == (2, 1), third.stderr
+    assert f"run folder {second_dir} holds recipe" in third.stderr and "allowed: move the folder away" in third.stderr
+    assert not (tmp_path / "b.json").exists()
+
+
+@pytest.mark.slow
+def test_runs_go_as_ray_tasks_on_a_cluster(tmp_path):
+    import ray
+
+    cluster = ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
+    try:
+        record = tmp_path / "a.json"
+        result = _atari100k(tmp_path, "--seeds", "0", "1", "--out", str(record), "--ray-address",
+                            cluster.address_info["address"])
+    finally:
+        ray.shutdown()
+    assert result.returncode == 0, result.stderr
+    assert "2 runs to train, 2 at a time" in result.stdout
+    runs = sorted(json.loads(record.read_text())["runs"], key=lambda run: run["seed"])
+    assert [(r["seed"], r["starts"], r["commit"], r["env_steps"]) for r in runs] == [
+        (0, ["new"], _head_commit(), 400), (1, ["new"], _head_commit(), 400)]
+    assert runs[0]["config_hash"] == runs[1]["config_hash"]
+    assert _overlap([run["worker_unix_span"] for run in runs])
 
 
 def test_an_out_file_this_tool_did_not_write_is_refused_and_left_as_it_was(tmp_path):
     out = tmp_path / "scores.json"
     out.write_text('{"scores": [1, 2]}\n')
-    result = subprocess.run([sys.executable, "tools/atari100k.py", "--preset", "drq_eps", "--report-only",
+    result = subprocess.run([sys.executable, "-m", "tfdqn", "atari100k", "--preset", "drq_eps", "--report-only",
                              "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
-    assert f"--out {out} is not an atari100k.py results file" in result.stderr
+    assert f"--out {out} is not a record of tfdqn atari100k" in result.stderr
     assert out.read_text() == '{"scores": [1, 2]}\n'
 
 
 def test_a_game_outside_atari_100k_is_refused_in_one_line(tmp_path):
-    result = subprocess.run([sys.executable, "tools/atari100k.py", "--preset", "der", "--games", "Tetris",
+    result = subprocess.run([sys.executable, "-m", "tfdqn", "atari100k", "--preset", "der", "--games", "Tetris",
                              "--out", str(tmp_path / "a.json")], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "--games 'Tetris' is not an Atari 100k game; allowed: Alien" in result.stderr

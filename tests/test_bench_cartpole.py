@@ -1,4 +1,4 @@
-"""tools/bench_cartpole.py on a real (short) CartPole run: what it times and the JSON it writes."""
+"""`python -m tools.bench_cartpole` on a real (short) CartPole run: what it times and the JSON it writes."""
 
 import json
 import subprocess
@@ -12,13 +12,14 @@ from tests.conftest import REPO
 @pytest.mark.slow
 def test_the_bench_times_a_real_run_and_writes_every_evaluation(tmp_path):
     out = tmp_path / "bench.json"
-    result = subprocess.run([sys.executable, "tools/bench_cartpole.py", "--seeds", "1", "--first-seed", "3",
+    result = subprocess.run([sys.executable, "-m", "tools.bench_cartpole", "--seeds", "1", "--first-seed", "3",
                              "--total-steps", "1000", "--eval-every", "500", "--set", "run.learning_starts=300",
                              "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
     (run,) = report["runs"]
     assert run["impl"] == "tfdqn" and run["seed"] == 3 and report["overrides"] == ["run.learning_starts=300"]
+    assert report["command"].startswith("python -m tools.bench_cartpole --seeds 1 --first-seed 3 ")
     assert [steps for steps, _ in run["evaluations"]] == [504, 1000]  # 8 envs: the first step past 500
     solved = [mean >= 475 for _, mean in run["evaluations"]]
     assert run["solved"] == any(solved)  # 1,000 steps rarely solve; the rule holds either way
@@ -31,7 +32,8 @@ def test_the_bench_times_a_real_run_and_writes_every_evaluation(tmp_path):
 
 
 def test_bad_input_is_one_line():
-    result = subprocess.run([sys.executable, "tools/bench_cartpole.py", "--seeds", "0"], cwd=REPO,
+    result = subprocess.run([sys.executable, "-m", "tools.bench_cartpole", "--seeds", "0"], cwd=REPO,
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
-    assert "--seeds 0 is out of range; allowed: an integer >= 1" in result.stderr
+    assert result.stderr.startswith("python -m tools.bench_cartpole: error: --seeds 0 is out of range; "
+                                    "allowed: an integer >= 1")

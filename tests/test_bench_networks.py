@@ -1,4 +1,5 @@
-"""tools/bench_networks.py end to end: every variant timed, its cost against the Nature CNN on 84x84."""
+"""`python -m tools.bench_networks` end to end: every variant timed, its cost against the Nature CNN on
+84x84."""
 
 import json
 import os
@@ -12,11 +13,14 @@ from tests.conftest import REPO
 
 @pytest.mark.slow
 def test_the_bench_times_every_network_and_frame_size(tmp_path):
-    result = subprocess.run([sys.executable, "tools/bench_networks.py", "--seconds", "0.05", "--rounds", "1", "--variants", "small_42", "small_42_bf16",
+    result = subprocess.run([sys.executable, "-m", "tools.bench_networks", "--seconds", "0.05", "--rounds", "1",
+                             "--variants", "small_42", "small_42_bf16",
                              "--out", str(tmp_path / "n.json"), "--table", str(tmp_path / "n.md")], cwd=REPO,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
-    figures = json.loads((tmp_path / "n.json").read_text())["figures"]
+    written = json.loads((tmp_path / "n.json").read_text())
+    assert written["command"].startswith("python -m tools.bench_networks --seconds 0.05 --rounds 1 ")
+    figures = written["figures"]
     assert list(figures) == ["nature_84", "small_42", "small_42_bf16"]  # the reference first, always
     assert figures["nature_84"]["update_against_nature_84"] == 1.0
     assert all(f["update_ms"] > 0 and f["act_ms"] > 0 for f in figures.values())

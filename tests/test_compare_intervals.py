@@ -1,16 +1,13 @@
 import csv
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
 from tests.conftest import REPO, tensorboard_tags
-from tools.windows import steady_state
+from tfdqn.bench.windows import steady_state
 
-_spec = importlib.util.spec_from_file_location("compare_intervals", REPO / "tools" / "compare_intervals.py")
-compare_intervals = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(compare_intervals)
+from tfdqn.bench import compare as compare_intervals
 
 
 def _windows(values: list[float], every: int = 100) -> list[tuple[int, float]]:
@@ -44,7 +41,7 @@ def test_repeats_are_interleaved():  # the sweep test runs one repeat: two would
 @pytest.mark.slow
 def test_sweep_writes_csv_table_figures_and_tensorboard_logs(tmp_path):
     out = tmp_path / "sweep"
-    result = subprocess.run([sys.executable, "tools/compare_intervals.py", "--env", "CartPole", "--intervals", "0.5",
+    result = subprocess.run([sys.executable, "-m", "tfdqn", "compare", "--env", "CartPole", "--intervals", "0.5",
                              "4", "--steps", "600", "--out", str(out)], cwd=REPO,
                             capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
@@ -63,6 +60,10 @@ def test_sweep_writes_csv_table_figures_and_tensorboard_logs(tmp_path):
     assert f"tensorboard --logdir {out}" in result.stdout
     tags = tensorboard_tags(out / "interval_4_r0")
     assert {"perf/learner_busy_share", "perf/updates_per_sec", "system/cpu_util"} <= tags
+    again = subprocess.run([sys.executable, "-m", "tfdqn", "compare", "--intervals", "4", "--steps", "600", "--out",
+                            str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert (again.returncode, again.stderr.count("\n")) == (2, 1), again.stderr
+    assert "already holds a comparison" in again.stderr and "allowed: a new --out" in again.stderr
 
 
 def test_every_axis_of_the_figure_has_tick_labels():
@@ -80,7 +81,7 @@ def test_every_axis_of_the_figure_has_tick_labels():
 
 
 def test_bad_interval_is_one_line(tmp_path):
-    result = subprocess.run([sys.executable, "tools/compare_intervals.py", "--intervals", "0", "--out", str(tmp_path)],
+    result = subprocess.run([sys.executable, "-m", "tfdqn", "compare", "--intervals", "0", "--out", str(tmp_path)],
                             cwd=REPO, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
     assert "--intervals 0: allowed:" in result.stderr and "intervals > 0" in result.stderr

@@ -1,52 +1,75 @@
-"""A non-editable install trains from any folder: the configs and data ship inside the package.
+"""A non-editable install works from any folder: the configs and data ship inside the package, the `tfdqn` command
+runs every subcommand, and a plain install (no extras) names the extra a subcommand misses before any work.
 
-The venv sees the system's site-packages for TensorFlow and the other heavy dependencies (installing
-them anew would take minutes and a network), but tfdqn itself is built from a copy of this working
-tree and installed into the venv, where it shadows the editable install of the checkout."""
+The venvs take TensorFlow and the other dependencies from this interpreter's site-packages (installing them anew
+would take minutes and a network); tfdqn itself is built from a copy of this working tree (tests/plain_venv.py)."""
 
+import csv
 import json
-import os
-import shutil
 import subprocess
-import sys
 
 import pytest
 
+from tests import plain_venv
 from tests.conftest import REPO
+from tfdqn.command import SUBCOMMANDS
 
 
-def _copy_source(destination) -> None:
-    """The files git would commit (tracked, and untracked but not ignored): no build outputs, no runs."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        if (REPO / name).is_file():
-            (destination / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, destination / name)
+def _run(venv, work, *command, timeout=600) -> subprocess.CompletedProcess:
+    return subprocess.run(list(command), cwd=work, env=plain_venv.environment(venv), capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.mark.slow
-def test_an_installed_copy_trains_cartpole_from_another_folder(tmp_path):
-    source, venv, work = tmp_path / "source", tmp_path / "venv", tmp_path / "work"
-    _copy_source(source)
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
-    python = str(venv / "bin" / "python")
-    # pip comes from the system's site-packages and installs into the venv it runs in; offline, no build isolation.
-    install = subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-                              str(source)], capture_output=True, text=True, timeout=300)
-    assert install.returncode == 0, install.stdout + install.stderr
+def test_an_installed_copy_trains_and_compares_from_another_folder(tmp_path):
+    venv, work = plain_venv.with_system_packages(tmp_path), tmp_path / "work"
     work.mkdir()
-    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-    where = subprocess.run([python, "-c", "import tfdqn; print(tfdqn.__file__)"], cwd=work, env=env,
-                           capture_output=True, text=True, check=True).stdout.strip()
+    python = str(venv / "bin" / "python")
+    where = _run(venv, work, python, "-c", "import tfdqn; print(tfdqn.__file__)").stdout.strip()
     assert where.startswith(str(venv)) and not where.startswith(str(REPO)), where
-    # the package data tools/atari100k.py reads ships too: DrQ(epsilon)'s published runs
-    code = "from tfdqn.atari100k_scores import drq_eps_mean; print(drq_eps_mean('Pong'))"
-    pong = subprocess.run([python, "-c", code], cwd=work, env=env, capture_output=True, text=True, check=True).stdout
-    assert round(float(pong), 1) == -9.1
-    result = subprocess.run([python, "-m", "tfdqn.train", "--env", "CartPole", "--total-steps", "3000"], cwd=work,
-                            env={**env, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True, timeout=600)
+    # the package data `tfdqn atari100k` reads ships too: DrQ(epsilon)'s published runs
+    code = "from tfdqn.bench.atari100k_scores import drq_eps_mean; print(drq_eps_mean('Pong'))"
+    assert round(float(_run(venv, work, python, "-c", code).stdout), 1) == -9.1
+    listed = _run(venv, work, "tfdqn", "--help")
+    assert listed.returncode == 0 and listed.stderr == ""
+    assert [line.split()[0] for line in listed.stdout.split("subcommands:\n")[1].splitlines()
+            if line.startswith("  ") and not line.startswith("   ")] == list(SUBCOMMANDS)
+    for name in ("atari100k", "time-to-score"):
+        answer = _run(venv, work, "tfdqn", name, "--help")
+        assert (answer.returncode, answer.stderr) == (0, "") and answer.stdout.startswith(f"usage: tfdqn {name} ")
+    result = _run(venv, work, python, "-m", "tfdqn.train", "--env", "CartPole", "--total-steps", "3000")
     assert result.returncode == 0, result.stderr
     (run_dir,) = (work / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_id"] == "CartPole-v1" and summary["env_steps"] == 3000
+    compared = _run(venv, work, "tfdqn", "compare", "--env", "CartPole", "--intervals", "1", "4", "--steps", "4000",
+                    "--out", "cmp")
+    assert compared.returncode == 0, compared.stderr
+    rows = list(csv.DictReader((work / "cmp" / "intervals.csv").open()))
+    assert [float(row["training_interval"]) for row in rows] == [1, 4]
+    assert (work / "cmp" / "intervals.md").read_text().startswith("| interval |")
+    assert all((work / "cmp" / f"intervals.{suffix}").stat().st_size > 0 for suffix in ("png", "svg"))
+
+
+@pytest.mark.slow
+def test_a_plain_install_names_the_extra_a_subcommand_needs_before_any_work(tmp_path):
+    venv, work = plain_venv.plain(tmp_path), tmp_path / "work"
+    work.mkdir()
+    for absent in ("matplotlib", "rliable", "ray", "optuna", "wandb"):  # truly not installed there
+        found = _run(venv, work, "python", "-c", f"import importlib.util as u; print(u.find_spec({absent!r}))")
+        assert found.stdout.strip() == "None", (absent, found.stdout, found.stderr)
+    asked = {"bench": [["compare", "--env", "CartPole", "--out", "cmp"],
+                       ["atari100k", "--preset", "drq_eps", "--games", "Pong", "--out", "a.json"],
+                       ["time-to-score", "--game", "Pong", "--target", "18", "--out", "t.json", "--plot", "curves"],
+                       ["aggregate", "runs/a", "runs/b"]],
+             "tune": [["tune", "--env", "CartPole", "--trials", "2", "--param", "learner.learning_rate=uniform:1e-4:1e-3"]],
+             "wandb": [["train", "--env", "CartPole", "--track"]],
+             "ray": [["time-to-score", "--game", "Pong", "--target", "18", "--out", "t.json", "--ray-address", "auto"],
+                     ["train", "--env", "CartPole", "--actors", "ray"]]}
+    for extra, commands in asked.items():
+        for command in commands:
+            result = _run(venv, work, "tfdqn", *command, timeout=120)
+            assert (result.returncode, result.stdout, result.stderr.count("\n")) == (2, "", 1), (command, result)
+            assert result.stderr.startswith(f"tfdqn {command[0]}: error: ")
+            assert f'pip install "tfdqn[{extra}]"' in result.stderr, (command, result.stderr)
+            assert list(work.iterdir()) == []  # refused before any run, record or folder was made

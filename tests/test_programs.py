@@ -1,8 +1,9 @@
-"""The exported XLA programs (tools/export_programs.py) run under jax alone (tools/run_programs.py) and
+"""The exported XLA programs (tools.export_programs) run under jax alone (tools.run_programs) and
 compute what TensorFlow computes: the same loss and the same updated variables from the same start."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -10,11 +11,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import REPO
-
-sys.path.insert(0, str(REPO / "tools"))
-
-import export_programs  # noqa: E402
-import run_programs  # noqa: E402
+from tools import export_programs, run_programs
 
 # jax (XLA:CPU) against TensorFlow's own update (its default, non-XLA kernels): float32 sums in another
 # order differ by a few ulps; after Adam's first steps the weights agree to this tolerance (docs/gpu.md).
@@ -189,7 +186,8 @@ def test_export_forwards_the_bridges_copies():
 
 @pytest.mark.slow
 def test_run_programs_without_tensorflow(atari, tmp_path):
-    """The runner as a real subprocess on a path where `import tensorflow` fails."""
+    """The runner as a real subprocess, `python -m tools.run_programs` from a copy of the repository's tfdqn/ and
+    tools/ (as on a jax-only host, where tfdqn is not installed), on a path where `import tensorflow` fails."""
     out = atari[4]
     blocker = tmp_path / "no_tf" / "tensorflow"
     blocker.mkdir(parents=True)
@@ -197,8 +195,11 @@ def test_run_programs_without_tensorflow(atari, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(blocker.parent)}
     probe = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env, capture_output=True, text=True)
     assert probe.returncode != 0 and "blocked" in probe.stderr
-    result = subprocess.run([sys.executable, "tools/run_programs.py", str(out), "--seconds", "0.3", "--atari-env",
-                             "--num-envs", "2"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    copy = tmp_path / "copy"
+    for folder in ("tfdqn", "tools"):
+        shutil.copytree(REPO / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    result = subprocess.run([sys.executable, "-m", "tools.run_programs", str(out), "--seconds", "0.3", "--atari-env",
+                             "--num-envs", "2"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     report = json.loads((out / "timings.json").read_text())
     assert {"device", "peak", "programs", "learner_ceilings", "end_to_end"} <= set(report)
@@ -217,7 +218,7 @@ def test_run_programs_without_tensorflow(atari, tmp_path):
                                            (["{tmp}", "--seconds", "0"], "is not positive")])
 def test_run_programs_errors_are_one_line(tmp_path, args, message):
     args = [a.format(tmp=tmp_path) for a in args]
-    result = subprocess.run([sys.executable, "tools/run_programs.py", *args], cwd=REPO, capture_output=True,
+    result = subprocess.run([sys.executable, "-m", "tools.run_programs", *args], cwd=REPO, capture_output=True,
                             text=True, timeout=120)
     assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
-    assert message in result.stderr
+    assert result.stderr.startswith("python -m tools.run_programs: error: ") and message in result.stderr

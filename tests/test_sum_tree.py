@@ -1,16 +1,14 @@
 """The prioritized-replay sum trees: the NumPy tree against a brute-force prefix sum, its draw
 frequencies against p^alpha, the tf.Variable tree against the NumPy tree, and the Python peer."""
 
-import importlib.util
-
 import numpy as np
 import pytest
 import scipy.stats
 import tensorflow as tf
 
-from tests.conftest import REPO
 from tfdqn.replay.graph_sum_tree import GraphSumTree
 from tfdqn.replay.sum_tree import SumTree
+from tools.peer_sum_tree import PythonPrioritizedSampler
 
 
 def reference_find(priorities: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -176,13 +174,10 @@ def test_graph_tree_load_leaves_round_trips():
 
 
 def test_python_peer_agrees_with_numpy_tree():
-    """The bench's peer (tools/peer_sum_tree.py) finds the leaves the NumPy tree finds, and weights as it does."""
-    spec = importlib.util.spec_from_file_location("peer_sum_tree", REPO / "tools" / "peer_sum_tree.py")
-    peer_module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(peer_module)
+    """The bench's peer (tools.peer_sum_tree) finds the leaves the NumPy tree finds, and weights as it does."""
     rng = np.random.default_rng(6)
     priorities = integer_priorities(rng, 13)
-    peer, tree = peer_module.PythonPrioritizedSampler(13, alpha=1.0), SumTree(13)
+    peer, tree = PythonPrioritizedSampler(13, alpha=1.0), SumTree(13)
     peer.update(np.arange(13), priorities.astype(np.float64), epsilon=0.0)
     tree.set(np.arange(13), priorities)
     assert peer.sums.root() == tree.total

@@ -1,6 +1,6 @@
 """Where tfdqn stands against this machine's limit and its peers, measured side by side in one run.
 
-    python tools/bench.py [--quick] [--peer torch] [--peer sb3] --out FILE.json
+    python -m tools.bench [--quick] [--peer torch] [--peer sb3] --out FILE.json
 
 The limit: `peak_flops` (a large float32 matmul, timed here) against `update_flops` (one batch-32
 Nature-CNN update, counted from the layer shapes; `mlp_update_flops` for CartPole's network), and the env's own ceiling (random actions through
@@ -25,15 +25,13 @@ import time
 
 import numpy as np
 
-from bench_family import FAMILY, device_replay_figures, family_update_figures, prioritized_figures
-from bench_timing import calls_per_second
-
 from tfdqn.atomic import write_json
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
+from tools.bench_family import FAMILY, device_replay_figures, family_update_figures, prioritized_figures
+from tools.bench_timing import calls_per_second
 
-TOOLS = pathlib.Path(__file__).resolve().parent
-REPO = TOOLS.parent
+REPO = pathlib.Path(__file__).resolve().parent.parent
 FUSED_K = 8
 
 
@@ -174,11 +172,12 @@ def trainer_steps_per_sec(steps: int, learning_starts: int, capacity: int, num_e
     return steps_per_sec
 
 
-def peer(script: str, *args) -> dict:
-    result = subprocess.run([sys.executable, str(TOOLS / script), *map(str, args)], cwd=TOOLS,
+def peer(name: str, *args) -> dict:
+    """`python -m tools.<name> args...` in its own process, from the repository root: its JSON line."""
+    result = subprocess.run([sys.executable, "-m", f"tools.{name}", *map(str, args)], cwd=REPO,
                             capture_output=True, text=True)
     if result.returncode:
-        raise SystemExit(f"bench: peer {script} failed: {last_line(result.stderr)}")
+        raise SystemExit(f"bench: peer {name} failed: {last_line(result.stderr)}")
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
@@ -256,7 +255,7 @@ def table(results: dict) -> str:
 
 
 def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/bench.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="shorter timings and runs, no async or device-replay trainer runs (under 3 minutes)")
     parser.add_argument("--peer", action="append", choices=["torch", "sb3"], default=[],
@@ -274,7 +273,7 @@ def _main(args) -> int:
     seconds = 1.0 if args.quick else 6.0
     steps = 3_000 if args.quick else 12_000
     learning_starts, capacity = 500, 50_000
-    results = {"command": " ".join(["python tools/bench.py", *sys.argv[1:]]), "machine": machine(),
+    results = {"command": " ".join(["python -m tools.bench", *sys.argv[1:]]), "machine": machine(),
                "num_envs": args.num_envs, "seconds_per_timing": seconds, "trainer_steps": steps,
                "trainer_learning_starts": learning_starts, "replay_capacity": capacity}
     results.update(program_figures(seconds))
@@ -310,9 +309,9 @@ def _main(args) -> int:
             steps, learning_starts, capacity, 1, "replay.device=accelerator")
     results["peers"] = {}
     if "torch" in args.peer:
-        results["peers"]["torch"] = peer("peer_torch.py", seconds)
+        results["peers"]["torch"] = peer("peer_torch", seconds)
     if "sb3" in args.peer:
-        results["peers"]["sb3"] = peer("peer_sb3.py", steps, learning_starts, capacity)
+        results["peers"]["sb3"] = peer("peer_sb3", steps, learning_starts, capacity)
     results["table"] = table(results)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_json(args.out, results)

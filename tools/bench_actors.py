@@ -1,6 +1,6 @@
 """Env steps/s, updates/s and learner busy share against the number of actors, per kind of collector.
 
-    python tools/bench_actors.py --env CartPole --step-delay-ms 2 --kinds process ray --actors 1 4 \
+    python -m tools.bench_actors --env CartPole --step-delay-ms 2 --kinds process ray --actors 1 4 \
         --seconds 30 --out FILE.json
 
 Each measurement is a real `python -m tfdqn.train` run of the env's own config (learning after
@@ -35,13 +35,11 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn import config as config_lib  # noqa: E402
-from tfdqn.atomic import write_json  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow  # noqa: E402
-from tfdqn.errors import RunFailure, UserError  # noqa: E402
-from tools.windows import steady_state, window_series  # noqa: E402
+from tfdqn import config as config_lib
+from tfdqn.atomic import write_json
+from tfdqn.bench.windows import steady_state, window_series
+from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow
+from tfdqn.errors import RunFailure, UserError
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 KINDS = ("inline", "async", "process", "ray")
@@ -52,7 +50,7 @@ FIGURES = {"perf/env_steps_per_sec": "env_steps_per_sec", "perf/updates_per_sec"
 
 
 def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/bench_actors.py", description=__doc__.split("\n\n")[0],
+    parser = OneLineErrorParser(prog="python -m tools.bench_actors", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="CartPole", help="env name or id, as for tfdqn.train (default CartPole)")
     parser.add_argument("--kinds", nargs="+", choices=KINDS, default=["inline", "process", "ray"],
@@ -205,7 +203,7 @@ def _main(args: argparse.Namespace) -> int:
     add_speedups(rows)
     print(table(rows))
     if args.out:
-        write_json(pathlib.Path(args.out), {"command": " ".join(["python", "tools/bench_actors.py", *sys.argv[1:]]),
+        write_json(pathlib.Path(args.out), {"command": " ".join(["python", "-m", "tools.bench_actors", *sys.argv[1:]]),
                                             "cpus": os.cpu_count(), "pipe": pipe, "runs": rows})
     return 0
 

@@ -3,8 +3,8 @@ first greedy evaluation that solves the task (mean return >= 475 over 10 games),
 evaluation of the network each run reports and exports, for tfdqn and, with `--peer sb3`, for
 Stable-Baselines3's DQN with the RL zoo's tuned hyperparameters, seeds interleaved in one run.
 
-    python tools/bench_cartpole.py --seeds 10 --peer sb3 --out docs/bench-cartpole.json
-    python tools/bench_cartpole.py --seeds 5 --set learner.learning_rate=1e-3   # one point of a sweep
+    python -m tools.bench_cartpole --seeds 10 --peer sb3 --out docs/bench-cartpole.json
+    python -m tools.bench_cartpole --seeds 5 --set learner.learning_rate=1e-3   # one point of a sweep
 
 Each run is its own process, timed from the moment the bench starts it, so imports, graph tracing
 and env creation count (reported again on their own as `startup_seconds`: to tfdqn's first env step,
@@ -28,13 +28,11 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-TOOLS = pathlib.Path(__file__).resolve().parent
-REPO = TOOLS.parent
-sys.path.insert(0, str(REPO))
-
 from tfdqn.atomic import write_json  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli  # noqa: E402
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
 
 SOLVED = 475.0  # mean greedy return that counts as solved (CartPole-v1 caps episodes at 500)
 
@@ -75,10 +73,10 @@ def run_tfdqn(seed: int, args: argparse.Namespace, logdir: pathlib.Path) -> dict
 
 
 def run_sb3(seed: int, args: argparse.Namespace) -> dict:
-    command = [sys.executable, str(TOOLS / "peer_sb3_cartpole.py"), "--seed", str(seed),
+    command = [sys.executable, "-m", "tools.peer_sb3_cartpole", "--seed", str(seed),
                "--total-steps", str(args.total_steps), "--eval-every", str(args.eval_every)]
     started = time.time()
-    result = subprocess.run(command, capture_output=True, text=True)
+    result = subprocess.run(command, cwd=REPO, capture_output=True, text=True)
     ended = time.time()
     if result.returncode != 0:
         raise RunFailure(f"sb3 seed {seed} failed: {last_line(result.stderr)}")
@@ -152,7 +150,7 @@ def seed_table(runs: list[dict]) -> str:
 
 
 def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/bench_cartpole.py", description=__doc__.split("\n\n")[0],
+    parser = OneLineErrorParser(prog="python -m tools.bench_cartpole", description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=number(int), default=10, help="seeds to run (default 10)")
     parser.add_argument("--first-seed", type=number(int), default=0, help="first seed (default 0)")
@@ -188,7 +186,8 @@ def _main(args: argparse.Namespace) -> int:
     print()
     print(table(summary))
     if args.out:
-        write_json(pathlib.Path(args.out), {"command": " ".join(["python", "tools/bench_cartpole.py", *sys.argv[1:]]),
+        command = " ".join(["python", "-m", "tools.bench_cartpole", *sys.argv[1:]])
+        write_json(pathlib.Path(args.out), {"command": command,
                                             "overrides": args.set, "eval_every": args.eval_every,
                                             "total_steps": args.total_steps, "summary": summary, "runs": runs})
     return 0

@@ -17,8 +17,8 @@ import statistics
 
 import numpy as np
 
-from bench_timing import calls_per_second
-from peer_sum_tree import PythonPrioritizedSampler
+from tools.bench_timing import calls_per_second
+from tools.peer_sum_tree import PythonPrioritizedSampler
 
 FAMILY = {  # variant -> (config overrides on atari.yaml, preset)
     "plain": ({}, None), "dueling": ({"network.dueling": True}, None), "noisy": ({"network.noisy": True}, None),

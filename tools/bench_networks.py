@@ -1,6 +1,6 @@
 """The update's cost by network and frame size: what the Pong sweep (docs/atari.md) trades against.
 
-    python tools/bench_networks.py --out docs/bench-networks.json
+    python -m tools.bench_networks --out docs/bench-networks.json
 
 One batch-32 update (double DQN, n-step targets, Adam) and one act call for 4 envs, for the Nature CNN on
 84x84 and on 42x42 frames and `small_cnn` on 42x42 frames, each in float32 and mixed bfloat16, timed in
@@ -9,17 +9,14 @@ interleaved rounds (the median of the rounds' best slices, `bench_timing`).
 
 from __future__ import annotations
 
-import pathlib
 import statistics
 import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
-from tools.bench_timing import calls_per_second  # noqa: E402
-from tools.report import command_line, machine, publish  # noqa: E402
+from tfdqn.bench.report import command_line, machine, publish
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tools.bench_timing import calls_per_second
 
 VARIANTS = {  # name -> (network.kind, frame side, mixed precision)
     "nature_84": ("nature_cnn", 84, False), "nature_84_bf16": ("nature_cnn", 84, True),
@@ -29,7 +26,7 @@ BATCH, ENVS, ACTIONS = 32, 4, 6
 
 
 def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/bench_networks.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.bench_networks", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=number(float), default=3.0, help="timed seconds per variant and round")
     parser.add_argument("--rounds", type=number(int), default=3, help="interleaved rounds")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
@@ -82,7 +79,7 @@ def markdown_table(figures: dict) -> str:
 def _main(args) -> int:
     start_tensorflow()
     figures = measure(args.seconds, args.rounds, args.variants)
-    publish({"command": command_line("bench_networks.py"), "machine": machine(), "figures": figures},
+    publish({"command": command_line("python -m tools.bench_networks", None), "machine": machine(), "figures": figures},
             markdown_table(figures), args.out, args.table)
     return 0
 

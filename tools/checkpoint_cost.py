@@ -1,6 +1,6 @@
 """Measure what a checkpoint costs with a full Atari replay: seconds and bytes per save.
 
-    python tools/checkpoint_cost.py [--capacity 1000000] [--new 250000 10000] [--dir DIR]
+    python -m tools.checkpoint_cost [--capacity 1000000] [--new 250000 10000] [--dir DIR]
 
 Fills a ReplayRing of 84x84 frames to capacity, saves a first (full) checkpoint with the Nature-CNN
 agent, then adds each --new count of transitions and saves again: only the replay chunks written since
@@ -19,11 +19,9 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
-from tfdqn.config import CONFIG_DIR, build_config  # noqa: E402
-from tfdqn.errors import UserError  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.config import CONFIG_DIR, build_config
+from tfdqn.errors import UserError
 
 
 def add_transitions(replay, count: int, frames: np.ndarray, start: int) -> None:
@@ -33,7 +31,7 @@ def add_transitions(replay, count: int, frames: np.ndarray, start: int) -> None:
 
 
 def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/checkpoint_cost.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.checkpoint_cost", description=__doc__.split("\n\n")[0])
     parser.add_argument("--capacity", type=number(int), default=1_000_000, help="replay transitions")
     parser.add_argument("--new", type=number(int), nargs="+", default=[250_000, 10_000],
                         help="transitions added before each later save")

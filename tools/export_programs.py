@@ -1,6 +1,6 @@
 """Export the XLA programs tfdqn runs (act, one update, fused k updates) for a host without TensorFlow.
 
-    python tools/export_programs.py [--env Breakout] [--set key=value ...] --out DIR
+    python -m tools.export_programs [--env Breakout] [--set key=value ...] --out DIR
                                     [--act-batches 1 8 64] [--fused-k 1 2 4 8]
 
 Builds the agent from the config the trainer uses for --env, and XLA-compiles the same Python
@@ -12,7 +12,7 @@ Writes, into DIR:
   variables.npz      the starting value of every captured variable, by name
   manifest.json      per program: inputs (shape, dtype, variable or data, how to draw the data),
                      outputs and the variable each one updates, FLOPs per call from the layer shapes
-`python tools/run_programs.py DIR` compiles and times them with jax alone.
+`python -m tools.run_programs DIR` compiles and times them with jax alone.
 """
 
 from __future__ import annotations
@@ -24,12 +24,10 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn import config as config_lib  # noqa: E402
-from tfdqn.atomic import write_json  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
-from tfdqn.errors import RunFailure, UserError  # noqa: E402
+from tfdqn import config as config_lib
+from tfdqn.atomic import write_json
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.errors import RunFailure, UserError
 
 MANIFEST_FORMAT = 1
 # XLA's element types as NumPy dtype names (bfloat16 as jax and ml_dtypes spell it).
@@ -39,7 +37,7 @@ XLA_DTYPES = {"PRED": "bool", "S8": "int8", "S16": "int16", "S32": "int32", "S64
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="python tools/export_programs.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.export_programs", description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="Breakout", help="env name or id, as for tfdqn.train (default Breakout)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
     parser.add_argument("--preset", metavar="NAME", help="a recipe, as for tfdqn.train (rainbow exports the Rainbow "

@@ -1,17 +1,14 @@
 """The Stable-Baselines3 peer for tools/bench.py: end-to-end Breakout env steps/s of SB3's DQN with
 tfdqn's Atari hyperparameters (tfdqn/configs/atari.yaml), so the ratio compares whole training loops.
 
-Run by bench.py in its own process: `python tools/peer_sb3.py TOTAL_STEPS LEARNING_STARTS CAPACITY`.
+Run by bench.py in its own process: `python -m tools.peer_sb3 TOTAL_STEPS LEARNING_STARTS CAPACITY`.
 SB3's DQN has no double-DQN option, so its update does one forward pass fewer than tfdqn's."""
 
 import json
-import pathlib
 import sys
 import time
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn.cli import OneLineErrorParser, number, start_tensorflow  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, start_tensorflow
 
 
 def steps_per_second(total_steps: int, learning_starts: int, capacity: int) -> dict:
@@ -42,7 +39,7 @@ def steps_per_second(total_steps: int, learning_starts: int, capacity: int) -> d
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineErrorParser(prog="python tools/peer_sb3.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.peer_sb3", description=__doc__.split("\n\n")[0])
     for name, doc in (("total_steps", "env steps to train"), ("learning_starts", "env steps before the first update"),
                       ("capacity", "replay transitions")):
         parser.add_argument(name, type=number(int), metavar=name.upper(), help=doc)

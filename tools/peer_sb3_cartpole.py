@@ -1,9 +1,10 @@
 """The Stable-Baselines3 peer of tools/bench_cartpole.py: SB3's DQN on CartPole-v1 with the RL zoo's
 tuned hyperparameters, evaluated greedily every `--eval-every` env steps.
 
-Run by bench_cartpole.py in its own process. Prints one JSON line per event, each with `time` (Unix
-seconds), so the bench measures from the moment it started the process: `learn_start` once the model
-is built, `eval` (env steps, mean return) per evaluation, and `final` at the end.
+Run by bench_cartpole.py in its own process, `python -m tools.peer_sb3_cartpole --seed N`. Prints one
+JSON line per event, each with `time` (Unix seconds), so the bench measures from the moment it started
+the process: `learn_start` once the model is built, `eval` (env steps, mean return) per evaluation, and
+`final` at the end.
 
 TensorFlow is kept out of this process: SB3 needs none, but its TensorBoard import would load it when
 it is installed (as it is beside tfdqn), which would add seconds a SB3 user does not wait.
@@ -57,7 +58,8 @@ class PeriodicEvaluation(BaseCallback):
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.peer_sb3_cartpole",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, required=True)
     parser.add_argument("--total-steps", type=int, default=50_000)
     parser.add_argument("--eval-every", type=int, default=2000)

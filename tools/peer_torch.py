@@ -5,16 +5,13 @@ says what tfdqn's compiled graphs buy. Imported only when `--peer torch` asks fo
 from __future__ import annotations
 
 import json
-import pathlib
 import sys
 
 import numpy as np
 import torch
 from torch import nn
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn.cli import OneLineErrorParser, number  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number
 
 
 def nature_cnn(num_actions: int, stack_size: int = 4) -> nn.Module:
@@ -99,7 +96,7 @@ def measure(seconds: float, batch_size: int = 32, num_actions: int = 4) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineErrorParser(prog="python tools/peer_torch.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.peer_torch", description=__doc__.split("\n\n")[0])
     parser.add_argument("seconds", nargs="?", type=number(float), default=3.0, metavar="SECONDS",
                         help="seconds per timing (default 3)")
     print(json.dumps(measure(parser.parse_args(argv).seconds)))

@@ -1,6 +1,6 @@
 """Plot a run's learning curve: training episode returns (raw, whole games) and evaluation returns.
 
-    python tools/plot_learning_curve.py RUN_DIR --out docs/breakout_learning_curve.png
+    python -m tools.plot_learning_curve RUN_DIR --out docs/breakout_learning_curve.png
 """
 
 from __future__ import annotations
@@ -11,15 +11,24 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
-from tfdqn.errors import UserError  # noqa: E402
+from tfdqn import config as config_lib
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.errors import UserError
+from tfdqn.extras import require
 
 
 def training_returns(run_dir: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:
     rows = list(csv.DictReader((run_dir / "episodes.csv").open()))
     return np.array([int(r["env_steps"]) for r in rows]), np.array([float(r["return"]) for r in rows])
+
+
+def eval_label(run_dir: pathlib.Path) -> str:
+    """What the evaluations were played with: the run's own `exploration.eval_epsilon` (0 for CartPole,
+    0.05 for Atari), read from its config.yaml."""
+    if not (run_dir / "config.yaml").is_file():
+        return "evaluation"
+    epsilon = config_lib.build_config([run_dir / "config.yaml"], {}).exploration.eval_epsilon
+    return f"evaluation (epsilon {epsilon:g})"
 
 
 def eval_returns(run_dir: pathlib.Path) -> tuple[list, list]:
@@ -32,7 +41,7 @@ def eval_returns(run_dir: pathlib.Path) -> tuple[list, list]:
 
 
 def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/plot_learning_curve.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.plot_learning_curve", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by tfdqn.train")
     parser.add_argument("--out", required=True, metavar="FILE.png", help="image to write")
     parser.add_argument("--window", type=number(int), default=50, help="episodes in the moving average")
@@ -48,6 +57,7 @@ def _main(args) -> int:
         raise UserError(f"RUN_DIR {str(run_dir)!r} holds no episodes.csv; allowed: a run folder written by tfdqn.train")
     if args.window < 1:
         raise UserError(f"--window {args.window} is out of range; allowed: an integer >= 1")
+    require("bench", "plotting a learning curve", ("matplotlib",))  # before any work: one line if it is missing
     import matplotlib
 
     matplotlib.use("Agg")
@@ -61,7 +71,7 @@ def _main(args) -> int:
         ax.plot(steps[args.window - 1:], mean, color="tab:blue", label=f"training, mean of {args.window} episodes")
     eval_steps, eval_values = eval_returns(run_dir)
     if eval_steps:
-        ax.plot(eval_steps, eval_values, "o-", color="tab:orange", label="evaluation (epsilon 0.05)")
+        ax.plot(eval_steps, eval_values, "o-", color="tab:orange", label=eval_label(run_dir))
     if args.final is not None:
         ax.plot([steps[-1]], [args.final], "*", markersize=14, color="tab:red", label="final evaluation")
     if args.random is not None:

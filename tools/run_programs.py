@@ -1,16 +1,17 @@
 """Time tfdqn's exported XLA programs with jax alone, on the default device: no TensorFlow needed.
 
-    python tools/run_programs.py DIR [--seconds 5] [--atari-env] [--num-envs 8] [--programs NAME ...]
+    python -m tools.run_programs DIR [--seconds 5] [--atari-env] [--num-envs 8] [--programs NAME ...]
 
-DIR is what `tools/export_programs.py --out DIR` wrote. Each module is converted to StableHLO and
-compiled for the default jax device; variables start from DIR/variables.npz and every call's updated
-values are fed back as the next call's inputs, as TensorFlow does with its variables. Each call is
-waited for (block_until_ready) before the next, so a rate is a real per-call latency. The device's
-float32 matmul peak (default precision) gives each program's share of peak. With --atari-env, the
-exported env (an ALE game) is also stepped with the trainer's AtariVectorEnv (tfdqn.envs.vector) to give the
-end-to-end ceiling of a serial loop. Writes DIR/timings.json and DIR/timings.md and prints the tables.
-Imports only NumPy and jax/jaxlib (and, for --atari-env, tfdqn.envs.vector with ale-py, gymnasium and
-pyyaml), never TensorFlow.
+DIR is what `python -m tools.export_programs --out DIR` wrote. Run it from the repository root (or a copy of
+it on a host with jax alone): `-m` puts that folder on the path, so tfdqn need not be installed. Each module
+is converted to StableHLO and compiled for the default jax device; variables start from DIR/variables.npz
+and every call's updated values are fed back as the next call's inputs, as TensorFlow does with its
+variables. Each call is waited for (block_until_ready) before the next, so a rate is a real per-call
+latency. The device's float32 matmul peak (default precision) gives each program's share of peak. With
+--atari-env, the exported env (an ALE game) is also stepped with the trainer's AtariVectorEnv
+(tfdqn.envs.vector) to give the end-to-end ceiling of a serial loop. Writes DIR/timings.json and
+DIR/timings.md and prints the tables. Imports only NumPy, PyYAML (tfdqn.cli imports tfdqn.config) and
+jax/jaxlib (and, for --atari-env, tfdqn.envs.vector with ale-py and gymnasium), never TensorFlow.
 """
 
 from __future__ import annotations
@@ -25,23 +26,21 @@ import time
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn.atomic import write_json  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402  (TensorFlow-free: argparse and errors only)
-from tfdqn.errors import RunFailure, UserError  # noqa: E402
+from tfdqn.atomic import write_json
+from tfdqn.cli import OneLineErrorParser, number, run_cli  # TensorFlow-free: argparse and errors only
+from tfdqn.errors import RunFailure, UserError
 
 INTERVALS = (1, 4, 8)  # training intervals (env steps per update) for the ceilings
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="python tools/run_programs.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.run_programs", description=__doc__.split("\n\n")[0])
     parser.add_argument("dir", metavar="DIR", help="folder written by tools/export_programs.py")
     parser.add_argument("--seconds", type=number(float), default=5.0, metavar="S", help="timed calls per program (seconds)")
     parser.add_argument("--programs", nargs="+", metavar="NAME", help="time only these programs (default: all)")
     parser.add_argument("--atari-env", action="store_true",
                         help="also step the exported ALE game with the trainer's AtariVectorEnv (needs ale-py, "
-                             "gymnasium, pyyaml)")
+                             "gymnasium)")
     parser.add_argument("--num-envs", type=number(int), nargs="+", default=[8], metavar="N",
                         help="AtariVectorEnv sizes for --atari-env; a ceiling needs an act program of batch N")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")

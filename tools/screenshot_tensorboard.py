@@ -1,9 +1,10 @@
 """Screenshot a run's TensorBoard custom-scalars tab, as headless Chromium draws it.
 
-    python tools/screenshot_tensorboard.py RUN_DIR --out docs/tensorboard-layout.png
+    python -m tools.screenshot_tensorboard RUN_DIR --out docs/tensorboard-layout.png   (from the repository root)
 
 Serves RUN_DIR with TensorBoard on a free local port, opens the tab through Playwright and Debian's
-/usr/bin/chromium, waits until every chart has drawn its lines, and writes the PNG.
+/usr/bin/chromium in a window 1920 pixels wide, waits until the charts are drawn, makes the window as tall as
+the tab so that every chart is in the picture, and writes the PNG.
 """
 
 from __future__ import annotations
@@ -11,15 +12,13 @@ from __future__ import annotations
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
-from tfdqn.errors import RunFailure, UserError  # noqa: E402
-from tools import tensorboard_view  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli
+from tfdqn.errors import RunFailure, UserError
+from tools import tensorboard_view
 
 
 def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/screenshot_tensorboard.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.screenshot_tensorboard", description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by tfdqn.train")
     parser.add_argument("--out", required=True, metavar="FILE.png", help="image to write")
     parser.add_argument("--timeout", type=number(float), default=60.0, metavar="SECONDS",
@@ -39,10 +38,10 @@ def _main(args) -> int:
     if reason:
         raise UserError(f"{reason}; allowed: a machine with both")
     with tensorboard_view.custom_scalars_page(run_dir, args.timeout) as page:
-        lines = tensorboard_view.chart_lines(page)
-        if not lines:
+        if not tensorboard_view.charts(page):
             raise RunFailure(f"{run_dir} has no custom-scalars layout (runs write it at their start)")
-        page.screenshot(path=args.out, full_page=True)
+        tensorboard_view.show_whole_tab(page)
+        page.screenshot(path=args.out)
     print(args.out)
     return 0
 

@@ -1,7 +1,7 @@
 """Soak: a long CartPole run's resident memory, sampled every log interval, before and after the
 replay fills. Flat RSS after the fill means nothing grows per step.
 
-    python tools/soak.py --steps 200000 --capacity 20000 --out DIR
+    python -m tools.soak --steps 200000 --capacity 20000 --out DIR
 
 Writes DIR/soak.csv (env step, RSS), DIR/soak.png and prints the growth after the fill as JSON.
 """
@@ -13,15 +13,14 @@ import json
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
-
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
-from tfdqn.config import CONFIG_DIR, build_config  # noqa: E402
-from tfdqn.run.run_dir import make_run_dir  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.config import CONFIG_DIR, build_config
+from tfdqn.extras import require
+from tfdqn.run.run_dir import make_run_dir
 
 
 def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/soak.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineErrorParser(prog="python -m tools.soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=number(int), default=200_000, help="env steps (default 200000)")
     parser.add_argument("--capacity", type=number(int), default=20_000, help="replay transitions (fills early)")
     parser.add_argument("--training-interval", type=number(int), default=4, help="env steps per update (default 4)")
@@ -35,6 +34,7 @@ def _main(args) -> int:
         "run.total_steps": args.steps, "replay.capacity": args.capacity,
         "run.training_interval": args.training_interval, "run.log_every": max(args.steps // 200, 1),
         "run.checkpoint_every": max(args.steps // 4, 1), "run.final_eval_episodes": 1})
+    require("bench", "the soak's plot", ("matplotlib",))  # before the long run, not after it
     out = pathlib.Path(args.out)
     make_run_dir(out)  # a folder that cannot be made is a one-line error
     start_tensorflow()

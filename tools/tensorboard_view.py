@@ -24,6 +24,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync")
 CARD = "tf-custom-scalar-multi-line-chart-card"  # one per chart of the layout; its `title` is the chart's
+PANEL = "#categories-container"  # the scrolling panel that holds the charts
 
 
 def missing() -> str | None:
@@ -42,11 +43,11 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def serve(run_dir: pathlib.Path, timeout: float):
-    """TensorBoard on `run_dir` at a free local port, until the block ends; yields its URL."""
+def serve(logdir: pathlib.Path, timeout: float):
+    """TensorBoard on `logdir` at a free local port, until the block ends; yields its URL."""
     port = _free_port()
     with tempfile.TemporaryFile() as log:
-        server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(run_dir),
+        server = subprocess.Popen([sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir),
                                    "--host", "127.0.0.1", "--port", str(port)],
                                   stdout=subprocess.DEVNULL, stderr=log)
         try:
@@ -60,7 +61,7 @@ def serve(run_dir: pathlib.Path, timeout: float):
                     if server.poll() is not None or time.monotonic() > deadline:
                         log.seek(0)
                         last = (log.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1]
-                        raise UserError(f"TensorBoard did not serve {run_dir} within {timeout:g} s: {last}")
+                        raise UserError(f"TensorBoard did not serve {logdir} within {timeout:g} s: {last}")
                     time.sleep(0.2)
             yield url
         finally:
@@ -72,33 +73,64 @@ def serve(run_dir: pathlib.Path, timeout: float):
                 server.wait()
 
 
-def chart_lines(page) -> dict:
-    """Chart title -> lines drawn with points (SVG paths with a shape) on the open custom-scalars tab."""
-    cards = page.locator(CARD)
-    return {card.evaluate("card => card.title"):
-            sum(1 for d in card.locator("path.line").evaluate_all("paths => paths.map(p => p.getAttribute('d'))") if d)
-            for card in cards.all()}
+# Per chart card, in one round trip: its title, the series its "Matches" list names and the stroke colours of
+# the lines it draws (inside the shadow roots of the chart's own elements)
+_READ_CARDS = """cards => cards.map(card => {
+    const all = (root, selector) => [...root.querySelectorAll(selector),
+        ...[...root.querySelectorAll('*')].filter(e => e.shadowRoot).flatMap(e => all(e.shadowRoot, selector))];
+    return [card.title,
+            all(card.shadowRoot, '.match-list-entry').map(e => e.lastChild.textContent.trim()).sort(),
+            all(card.shadowRoot, 'path.line').filter(p => p.getAttribute('d')).map(p => getComputedStyle(p).stroke)];
+})"""
+
+
+def charts(page) -> dict:
+    """Chart title -> (the series it lists under "Matches", each `tag (run)`; the set of stroke colours of the
+    lines it draws) on the open custom-scalars tab."""
+    return {title: (tuple(series), frozenset(strokes))
+            for title, series, strokes in page.locator(CARD).evaluate_all(_READ_CARDS)}
+
+
+def _drawn(snapshot: dict) -> bool:
+    """Whether some chart lists series and each chart that does draws lines."""
+    listed = [colours for series, colours in snapshot.values() if series]
+    return bool(listed) and all(listed)
 
 
 def _wait_until_drawn(page, deadline: float) -> None:
-    """Until every chart has lines and no count changed over the last second (series load one by one)."""
+    """Until the tab's requests are done and its charts unchanged over the last second (series load one by one,
+    and a chart whose tag the run never wrote stays empty)."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    with contextlib.suppress(PlaywrightTimeout):  # then the charts as they are: the caller checks them
+        page.wait_for_load_state("networkidle", timeout=max(1.0, deadline - time.monotonic()) * 1000)
     previous = None
     while time.monotonic() < deadline:
-        lines = chart_lines(page)
-        if lines and all(lines.values()) and lines == previous:
+        snapshot = charts(page)
+        if _drawn(snapshot) and snapshot == previous:
             return
-        previous = lines
+        previous = snapshot
         time.sleep(1.0)
 
 
+def show_whole_tab(page, timeout: float = 10.0) -> None:
+    """Make the window as tall as the tab's charts, which scroll inside a panel: a screenshot shows them all."""
+    extra = page.locator(PANEL).evaluate("panel => panel.scrollHeight - panel.clientHeight")
+    if extra > 0:
+        size = page.viewport_size
+        page.set_viewport_size({"width": size["width"], "height": size["height"] + extra})
+        _wait_until_drawn(page, time.monotonic() + timeout)
+
+
 @contextlib.contextmanager
-def custom_scalars_page(run_dir: pathlib.Path, timeout: float = 30.0, size: tuple[int, int] = (1600, 1000)):
-    """The custom-scalars tab of `run_dir` in headless Chromium, its charts drawn (or `timeout` spent: the
-    caller checks `chart_lines`); TensorBoard and the browser are closed when the block ends."""
+def custom_scalars_page(logdir: pathlib.Path, timeout: float = 30.0, size: tuple[int, int] = (1920, 1080)):
+    """The custom-scalars tab of `logdir` (a run folder, or a folder of them) in headless Chromium, its charts
+    drawn (or `timeout` spent: the caller checks `charts`); TensorBoard and the browser are closed when the
+    block ends. 1920 pixels wide, the tab shows four charts a row."""
     from playwright.sync_api import sync_playwright
 
     deadline = time.monotonic() + timeout
-    with serve(run_dir, timeout) as url, sync_playwright() as playwright:
+    with serve(logdir, timeout) as url, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
         try:
             page = browser.new_page(viewport={"width": size[0], "height": size[1]})

@@ -31,8 +31,8 @@ def _import_ray():
     try:
         import ray
     except ImportError:
-        raise UserError("actors.kind = 'ray' needs Ray, which is not installed; allowed: pip install "
-                        "'tfdqn[ray]', or actors.kind = process") from None
+        raise UserError('actors.kind = ray needs Ray, which is not installed; allowed: pip install "tfdqn[ray]", or '
+                        'actors.kind = process') from None
     return ray
 
 

@@ -1,6 +1,6 @@
 """Sweep `training_interval`: R training runs per interval, then a CSV, a Markdown table and a figure.
 
-    python tools/compare_intervals.py --env CartPole --intervals 1 4 16 --steps 6000 --repeats 2 --out DIR
+    tfdqn compare --env CartPole --intervals 1 4 16 --steps 6000 --repeats 2 --out DIR
 
 Every run uses the same seed and config and starts learning after 5% of its steps. `run.env_steps_per_round`
 is pinned to 1 (an update as soon as one is due) unless --set gives it: the CartPole default's rounds of
@@ -25,16 +25,16 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from tfdqn import config as config_lib  # noqa: E402
-from tfdqn.atomic import atomic_write  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow  # noqa: E402
-from tfdqn.errors import UserError  # noqa: E402
-from tfdqn.presets import PRESETS  # noqa: E402
-from tfdqn.run.run_dir import choose_run_dir  # noqa: E402
-from tfdqn.run.signals import exit_code  # noqa: E402
-from tools.windows import steady_state, window_series  # noqa: E402
+from tfdqn import config as config_lib
+from tfdqn.atomic import atomic_write
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.errors import UserError
+from tfdqn.extras import require
+from tfdqn.presets import PRESETS
+from tfdqn.run.run_dir import choose_run_dir
+from tfdqn.run.signals import exit_code
+from tfdqn.bench.windows import steady_state, window_series
 
 # The per-window scalars the table and figure use, under the names of the CSV's columns.
 WINDOW_TAGS = {"perf/env_steps_per_sec": "env_steps_per_sec", "perf/updates_per_sec": "updates_per_sec",
@@ -48,8 +48,8 @@ SWEEP_KEYS = ("run.total_steps", "run.training_interval", "run.seed", "run.learn
               "run.checkpoint_every", "run.eval_every", "run.final_eval_episodes", "env.id")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="python tools/compare_intervals.py", description=__doc__.split("\n\n")[0])
+def build_parser(prog: str = "tfdqn compare") -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--env", default="CartPole", help="env name or id, as for tfdqn.train")
     parser.add_argument("--intervals", type=number(float), nargs="+", default=[1, 4, 16], metavar="K",
                         help="training intervals to compare (env steps per update; 0.25: four updates per env step)")
@@ -171,6 +171,16 @@ def _check(args: argparse.Namespace) -> None:
     fixed = [key for key in config_lib.parse_set(args.set) if key in SWEEP_KEYS]
     if fixed:
         raise UserError(f"--set {fixed[0]} is set by the sweep itself; allowed: the tool's own flags for it")
+    require("bench", "this subcommand", ("matplotlib",))
+
+
+def run_folder(out: pathlib.Path, interval: float, repeat: int, config: config_lib.DQNConfig) -> pathlib.Path:
+    """The run's folder in `out`; a comparison already there is refused, never overwritten or mixed in."""
+    name = f"interval_{interval:g}_r{repeat}"
+    if (out / name).is_dir() and any((out / name).iterdir()):
+        raise UserError(f"--out {str(out)!r} already holds a comparison ({out / name} is not empty); allowed: a new "
+                        f"--out")
+    return choose_run_dir(str(out), name, config)
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -178,7 +188,7 @@ def _main(args: argparse.Namespace) -> int:
     out = pathlib.Path(args.out)
     configs = {k: make_config(args, k) for k in args.intervals}  # every config validated before any run
     order = schedule(args.intervals, args.repeats)
-    run_dirs = {(k, r): choose_run_dir(str(out), f"interval_{k:g}_r{r}", configs[k]) for k, r in order}
+    run_dirs = {(k, r): run_folder(out, k, r, configs[k]) for k, r in order}
     start_tensorflow()
     from tfdqn.run.loop import train
 
@@ -210,5 +220,9 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
+def main(argv: list[str] | None = None, prog: str = "tfdqn compare") -> int:
+    return run_cli(build_parser(prog), _main, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(run_cli(build_parser(), _main, None))
+    sys.exit(main(prog="python -m tfdqn.bench.compare"))

@@ -1,6 +1,6 @@
 """Atari 100k: train each game and seed for 100,000 agent steps with a preset, then score it as the field does.
 
-    python tools/atari100k.py --preset drq_eps --games Alien Breakout Krull Pong --seeds 0 1 \\
+    tfdqn atari100k --preset drq_eps --games Alien Breakout Krull Pong --seeds 0 1 \\
         --out docs/atari100k-drq_eps.json --table docs/atari100k-drq_eps.md
 
 The protocol is the preset's (`der` and `drq_eps` carry Dopamine's labs/atari_100k settings): no sticky
@@ -9,7 +9,7 @@ rewards clipped for learning, and a run's score the mean of 100 evaluation episo
 played after training, side by side on vector envs. Scores are human-normalised and aggregated as the
 interquartile mean (IQM) and the mean, with 95% stratified-bootstrap confidence intervals (rliable,
 Agarwal et al. 2021), beside the published per-game means of DER and DrQ(epsilon)
-(`tfdqn.atari100k_scores`).
+(`tfdqn.bench.atari100k_scores`).
 
 A per-game mean of a few runs against DrQ(epsilon)'s mean of 100 is a coin flip even for DrQ(epsilon) itself,
 so the report also compares like with like, from DrQ(epsilon)'s 100 published runs per game: each run's
@@ -17,36 +17,38 @@ percentile among them, DrQ(epsilon)'s IQM over the same games, the probability t
 a run of DrQ(epsilon) on the same game (rliable's probability of improvement), and how often DrQ(epsilon)'s own
 runs, as many per game, put a game's mean at or above its published mean.
 
-Each game-seed is one `python -m tfdqn.train` run (seeds in the outer loop, so every game gets a seed
-early); a finished one is read, not rerun, and a killed one resumes from its checkpoint. The results JSON
-(`--out`) is the record: a game-seed it holds for the same preset and `--set` is kept and not rerun, even
-where its run folder is gone (a new machine, a cleaned `runs/`). `--report-only` reports the finished runs
-without training.
+Each game-seed is one `python -m tfdqn.train` run, named by its RunKey (`tfdqn.bench.runkey`: the hash of its
+resolved config, and its seed), as many at once as `--cpus-per-run` allows here, or as Ray tasks on a cluster
+(`--ray-address`). The results JSON (`--out`) is the record (`tfdqn.bench.record`): each run enters it as it
+ends with its config hash, resolved config, tfdqn version and commit, and stays until `--remove` names it, so a
+report over fewer games or seeds, or after the run folders are gone, keeps every run. The runs of one recipe
+(every key but the game and the seed) are reported together; other recipes in the same file are kept apart.
 """
 
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 
 import numpy as np
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from tfdqn import config as config_lib  # noqa: E402
-from tfdqn.atari100k_scores import (DER, PUBLISHED_IQM, SCORES, drq_eps_mean, drq_eps_percentile,  # noqa: E402
+from tfdqn import config as config_lib
+from tfdqn.bench.atari100k_scores import (DER, PUBLISHED_IQM, SCORES, drq_eps_mean, drq_eps_percentile,
                                     drq_eps_runs, human_normalized)
-from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
-from tfdqn.errors import UserError  # noqa: E402
-from tfdqn.presets import PRESETS  # noqa: E402
-from tools.aggregate import improvement_probability, interval_estimates  # noqa: E402
-from tools.report import command_line, machine, publish  # noqa: E402
-from tools.training_runs import finished, train_or_resume  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli
+from tfdqn.errors import UserError
+from tfdqn.presets import PRESETS
+from tfdqn.bench.aggregate import improvement_probability, interval_estimates
+from tfdqn.bench.report import command_line, machine, publish_table
+from tfdqn.bench import sweep
+from tfdqn.bench.runkey import RunKey, recipe_hash
+from tfdqn.bench.runs import PlannedRun, finished
+from tfdqn.extras import require
 
 
-def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/atari100k.py", description=__doc__.split("\n\n")[0])
+def build_parser(prog: str = "tfdqn atari100k") -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS), help="the recipe (der, drq_eps)")
     parser.add_argument("--games", nargs="+", default=["Alien", "Breakout", "Krull", "Pong"],
                         help=f"Atari 100k games (of {len(SCORES)})")
@@ -54,18 +56,49 @@ def build_parser() -> OneLineErrorParser:
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (leaves the protocol: say so in the report)")
     parser.add_argument("--logdir", default="runs/atari100k", help="where the run folders go")
-    parser.add_argument("--out", required=True, metavar="FILE.json", help="results JSON")
+    parser.add_argument("--out", required=True, metavar="FILE.json", help="the record: results JSON")
     parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
     parser.add_argument("--reps", type=number(int), default=50_000, help="bootstrap resamples for the intervals")
-    parser.add_argument("--report-only", action="store_true", help="report the finished runs; train nothing")
+    sweep.add_arguments(parser)
     return parser
 
 
 CHECKPOINT_EVERY = 10_000  # agent steps: a killed run loses at most this much (the protocol saves only at the end)
 
 
-def run_name(game: str, preset: str, seed: int) -> str:
-    return f"{game}-{preset}-seed{seed}"
+def game_config(args, game: str, seed: int) -> config_lib.DQNConfig:
+    """The config `tfdqn train` resolves from `train_arguments`: the run's recipe."""
+    overrides = {**config_lib.parse_set(args.set), "run.seed": seed, "run.checkpoint_every": CHECKPOINT_EVERY,
+                 "env.id": game}
+    return config_lib.resolve_config([], overrides, args.preset)
+
+
+def train_arguments(args, game: str, seed: int) -> tuple[str, ...]:
+    return ("--env", game, "--preset", args.preset, "--seed", str(seed), f"--checkpoint-every={CHECKPOINT_EVERY}",
+            *[f"--set={s}" for s in args.set])
+
+
+def plan(args, logdir: pathlib.Path) -> list[PlannedRun]:
+    """Every asked game-seed, seeds in the outer loop so that every game gets a seed early."""
+    planned = []
+    for seed in args.seeds:
+        for game in args.games:
+            key = RunKey.of(f"{game}-{args.preset}", game_config(args, game, seed))
+            planned.append(PlannedRun(game, key, logdir / key.folder_name, train_arguments(args, game, seed),
+                                      f"{game} seed {seed}"))
+    return planned
+
+
+def collect(run_dir: pathlib.Path, key: RunKey) -> dict:
+    """A finished run's score and what made it: its final evaluation and its resolved config."""
+    summary = finished(run_dir)
+    config = config_lib.build_config([run_dir / "config.yaml"], {})
+    return {"score": summary["final_eval_return_mean"], "episodes": summary["final_eval_episodes"],
+            "env_steps": summary["env_steps"], "run_seconds": summary["run_seconds"],
+            "suite_hash": recipe_hash(config, without=SUITE_KEYS), "config": config_lib.to_dict(config)}
+
+
+SUITE_KEYS = ("env.id",)  # what may differ between the runs of one table besides the seed
 
 
 def drq_eps_clears_its_mean(game: str, runs: int, draws: int = 200_000, seed: int = 0) -> float:
@@ -136,79 +169,83 @@ def markdown_table(preset: str, rows: list[dict], aggregate: dict | None) -> str
     return "\n".join(lines) + "\n"
 
 
-def recorded_runs(out: pathlib.Path, preset: str, overrides: list[str]) -> dict[tuple[str, int], dict]:
-    """The runs an earlier report wrote to `out`, by (game, seed); refused where they were made with another
-    preset or `--set`, so one results file never mixes recipes (nor is overwritten by another's)."""
-    if not out.exists():
-        return {}
-    try:
-        results = json.loads(out.read_text())
-        made_with = (results["preset"], sorted(results["set"]))
-        runs = {(run["game"], run["seed"]): run for run in results["runs"]}
-    except (ValueError, KeyError, TypeError) as error:
-        raise UserError(f"--out {out} is not an atari100k.py results file ({error!r}); allowed: one this tool "
-                        f"wrote, or a new file") from None
-    if made_with != (preset, sorted(overrides)):
-        raise UserError(f"--out {out} holds results of --preset {made_with[0]} with --set {made_with[1]}; allowed: "
-                        f"the same --preset and --set, or another --out")
-    return runs
-
-
 def _check(args) -> None:
     config_lib.parse_set(args.set)  # a malformed --set fails here, before any run
-    unknown = [game for game in args.games if game not in SCORES]
+    unknown = [game for game in args.games + [game for game, _ in sweep.removals(args.remove)] if game not in SCORES]
     if unknown:
         raise UserError(f"--games {unknown[0]!r} is not an Atari 100k game; allowed: {', '.join(SCORES)}")
     if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0 or args.reps < 1:
         raise UserError(f"--seeds {' '.join(map(str, args.seeds))} / --reps {args.reps}: allowed: distinct seeds "
                         f">= 0 and reps >= 1")
+    require("bench", "this subcommand", ("rliable",))
 
 
-def _main(args) -> int:
-    _check(args)
-    logdir = pathlib.Path(args.logdir)
-    recorded = recorded_runs(pathlib.Path(args.out), args.preset, args.set)
-    for seed in args.seeds:
-        for game in args.games:
-            if args.report_only or (game, seed) in recorded:
-                continue
-            arguments = ["--env", game, "--preset", args.preset, "--seed", str(seed),
-                         f"--checkpoint-every={CHECKPOINT_EVERY}", *[f"--set={s}" for s in args.set]]
-            code = train_or_resume(logdir / run_name(game, args.preset, seed), arguments, f"{game} seed {seed}")
-            if code != 0:
-                return code
-    runs = []
-    for game in args.games:
-        for seed in args.seeds:
-            summary = finished(logdir / run_name(game, args.preset, seed))
-            if summary is not None:
-                runs.append({"game": game, "seed": seed, "score": summary["final_eval_return_mean"],
-                             "episodes": summary["final_eval_episodes"], "env_steps": summary["env_steps"],
-                             "run_seconds": summary["run_seconds"],
-                             "run_dir": str(logdir / run_name(game, args.preset, seed))})
-            elif (game, seed) in recorded:
-                runs.append(recorded[game, seed])
+def recipe_line(args, suite: str, others: dict[str, int]) -> str:
+    """Which recipe the table is, and what else the record holds (never pooled into it)."""
+    overrides = " ".join(f"--set {s}" for s in args.set)
+    line = f"Recipe {suite}: `--preset {args.preset}{' ' + overrides if overrides else ''}`."
+    if others:
+        line += (" The record also holds runs of other recipes, reported apart: "
+                 + ", ".join(f"{count} of {suite_hash}" for suite_hash, count in others.items()) + ".")
+    return line
+
+
+def report(args, runs: list[dict]) -> tuple[list[dict], dict | None]:
+    """Per-game rows, and the aggregates over the seeds every game has finished (the bootstrap needs as many runs
+    for every game)."""
     scores = {game: [r["score"] for r in runs if r["game"] == game] for game in args.games}
-    scores = {game: values for game, values in scores.items() if values}
-    if not scores:
-        raise UserError(f"no finished run under {logdir} for --preset {args.preset}; allowed: run without --report-only")
-    rows = game_rows(scores)
-    # the bootstrap needs as many runs for every game: the seeds every game has finished
+    rows = game_rows({game: values for game, values in scores.items() if values})
     complete = [seed for seed in args.seeds if all(any(r["game"] == g and r["seed"] == seed for r in runs)
                                                    for g in args.games)]
-    aggregate = None
-    if complete:
-        normalized = np.array([[human_normalized(r["game"], r["score"]) for g in args.games for r in runs
-                                if r["game"] == g and r["seed"] == seed] for seed in complete])
-        aggregate = {**interval_estimates(normalized, args.reps), "runs_per_game": len(complete), "seeds": complete,
-                     **against_drq_eps(args.games, normalized, args.reps),
-                     "drq_eps_games_at_or_above": games_at_or_above(
-                         [drq_eps_clears_its_mean(game, len(complete)) for game in args.games])}
-    results = {"command": command_line("atari100k.py"), "machine": machine(), "preset": args.preset, "set": args.set,
-               "runs": runs, "games": rows, "aggregate": aggregate, "published_iqm_26_games": PUBLISHED_IQM}
-    publish(results, markdown_table(args.preset, rows, aggregate), args.out, args.table)
-    return 0
+    if not complete:
+        return rows, None
+    normalized = np.array([[human_normalized(r["game"], r["score"]) for g in args.games for r in runs
+                            if r["game"] == g and r["seed"] == seed] for seed in complete])
+    return rows, {**interval_estimates(normalized, args.reps), "runs_per_game": len(complete), "seeds": complete,
+                  **against_drq_eps(args.games, normalized, args.reps),
+                  "drq_eps_games_at_or_above": games_at_or_above(
+                      [drq_eps_clears_its_mean(game, len(complete)) for game in args.games])}
+
+
+def _main(args, argv: list[str] | None) -> int:
+    _check(args)
+    where = sweep.placement(args)
+    record = sweep.open_record(args.out, "atari100k")
+    for game, seed in sweep.removals(args.remove):
+        record.remove(game=game, config_hash=recipe_hash(game_config(args, game, seed)), seed=seed)
+        print(f"removed {game} seed {seed} of this recipe from the record {args.out}")
+    if args.remove:
+        record.save()
+    suite = recipe_hash(game_config(args, args.games[0], 0), without=SUITE_KEYS)
+    in_suite = lambda run: run.get("suite_hash") == suite  # noqa: E731
+    entry = lambda run, outcome: {**sweep.run_facts(run, outcome), "preset": args.preset, "set": args.set}  # noqa: E731
+    code = sweep.settle(record, plan(args, pathlib.Path(args.logdir)), entry, collect, where, args.report_only,
+                        [run["run_seconds"] for run in record.runs if in_suite(run)])
+    runs = [run for run in record.runs if in_suite(run) and run["game"] in args.games and run["seed"] in args.seeds]
+    if not runs:
+        if code:
+            return code
+        raise UserError(f"no finished run of recipe {suite} under {args.logdir} or in {args.out}; allowed: run "
+                        f"without --report-only")
+    rows, aggregate = report(args, runs)
+    record.report(suite, {"command": command_line(args.prog, argv),
+                          "machine": machine(), "preset": args.preset, "set": args.set, "games": rows,
+                          "aggregate": aggregate, "published_iqm_26_games": PUBLISHED_IQM})
+    others = {}
+    for run in record.runs:
+        if not in_suite(run):
+            others[run.get("suite_hash")] = others.get(run.get("suite_hash"), 0) + 1
+    table = markdown_table(args.preset, rows, aggregate) + "\n" + recipe_line(args, suite, others) + "\n"
+    record.save()
+    publish_table(table, args.table)
+    return code
+
+
+def main(argv: list[str] | None = None, prog: str = "tfdqn atari100k") -> int:
+    parser = build_parser(prog)
+    parser.set_defaults(prog=prog)
+    return run_cli(parser, lambda args: _main(args, argv), argv)
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(build_parser(), _main, None))
+    sys.exit(main(prog="python -m tfdqn.bench.atari100k"))

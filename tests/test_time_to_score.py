@@ -1,8 +1,9 @@
-"""tools/bench_atari.py end to end on a tiny Pong budget: a run that reaches its target ends there, and
-the JSON, table and curves say when; a finished seed is read back, not rerun."""
+"""tfdqn time-to-score end to end on a tiny Pong budget: a run that reaches its target ends there, and the
+record, table and curves say when; a finished seed is read back, not rerun; another target is another run."""
 
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -17,7 +18,7 @@ TINY_PONG = ["--set=env.screen_size=42", "--set=replay.capacity=2000", "--set=ru
 
 def _bench(tmp_path, *args):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "tools/bench_atari.py", "--game", "Pong", "--logdir", str(tmp_path / "runs"),
+    return subprocess.run([sys.executable, "-m", "tfdqn", "time-to-score", "--game", "Pong", "--logdir", str(tmp_path / "runs"),
                            "--out", str(tmp_path / "bench.json"), *TINY_PONG, *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=600)
 
@@ -36,18 +37,26 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     assert first["env_steps"] == 400 and first["return_mean"] >= -21
     assert run["final_eval_return"] is not None
     assert run["protocol"].startswith("protocol: ALE/Pong-v5, epsilon 0.05,") and "42x42 grayscale" in run["protocol"]
-    summary = json.loads((tmp_path / "runs" / "Pong-config-seed0" / "summary.json").read_text())
+    run_dir = pathlib.Path(run["run_dir"])
+    assert run_dir.name == f"Pong-config-{run['config_hash']}-seed0" and run["config"]["run"]["target_return"] == -21
+    summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["reached_target"] is True and summary["target_return"] == -21.0
     assert "| Pong | config | 0 | -21 | yes | 400 |" in (tmp_path / "bench.md").read_text()
     assert (tmp_path / "curves.png").stat().st_size > 0 and (tmp_path / "curves.svg").stat().st_size > 0
-    written = (tmp_path / "runs" / "Pong-config-seed0" / "summary.json").stat().st_mtime_ns
+    written = (run_dir / "summary.json").stat().st_mtime_ns
     again = _bench(tmp_path, "--seeds", "0", "--target", "-21", "--total-steps", "4000")
     assert again.returncode == 0, again.stderr
-    assert "tfdqn.train" not in again.stdout  # read back, not rerun
-    assert (tmp_path / "runs" / "Pong-config-seed0" / "summary.json").stat().st_mtime_ns == written
+    assert "nothing to train" in again.stdout and (run_dir / "summary.json").stat().st_mtime_ns == written
+    # another target is another recipe: trained in its own folder, never the first run's result under its label
+    higher = _bench(tmp_path, "--seeds", "0", "--target", "21", "--total-steps", "800")
+    assert higher.returncode == 0, higher.stderr
+    assert "1 run to train" in higher.stdout and "| Pong | config | 0 | 21 | no | - |" in higher.stdout
+    runs = json.loads((tmp_path / "bench.json").read_text())["runs"]
+    assert sorted((r["target"], r["solved"], r["env_steps"]) for r in runs) == [(-21, True, 400), (21, False, 800)]
+    assert len({r["config_hash"] for r in runs}) == 2 and len({r["run_dir"] for r in runs}) == 2
 
 
 def test_bad_seeds_are_refused_in_one_line(tmp_path):
     result = _bench(tmp_path, "--seeds", "1", "1", "--target", "18")
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
-        "python tools/bench_atari.py: error: --seeds 1 1: allowed: distinct integers >= 0"]
+        "tfdqn time-to-score: error: --seeds 1 1: allowed: distinct integers >= 0"]

@@ -17,7 +17,7 @@ import pathlib
 
 import numpy as np
 
-DRQ_EPS_RUNS = pathlib.Path(__file__).resolve().parent / "data" / "drq_eps_runs.json"
+DRQ_EPS_RUNS = pathlib.Path(__file__).resolve().parent.parent / "data" / "drq_eps_runs.json"
 DRQ_EPS_RUNS_SHA256 = "a86f9f4243b7eb3f994b6db4c9c87fb698742bfa08e7b06e414be41abf1f0574"
 
 # game: (random, human, DER)

@@ -1,39 +1,42 @@
 """Time to a score on Atari: train a game per seed until an evaluation's mean reaches `--target`.
 
-    python tools/bench_atari.py --game Pong --preset atari_cpu --seeds 1 2 --target 18 \\
+    tfdqn time-to-score --game Pong --preset atari_cpu --seeds 1 2 --target 18 \\
         --out docs/bench-atari-pong.json --plot docs/atari-pong
 
 Each seed is one `python -m tfdqn.train` process with `run.target_return` set, so the run ends at the
 first periodic evaluation that reaches the target (evaluated as the config says: `run.eval_every`,
 `run.eval_episodes`, `exploration.eval_epsilon`, on vector envs), then plays its final evaluation.
 The wall-clock is the run clock (`tfdqn.run.clock`): seconds from the process's start, continued across
-a resume. A seed whose run finished is read, not rerun; one that was stopped (Ctrl-C, a kill) is
-resumed from its newest checkpoint and continues its curve.
+a resume. Runs are named by their RunKey (the hash of the resolved config, the target and the step budget
+among its keys, and the seed): a run of another target or budget is a run of its own. Seeds run at once
+as the CPUs allow (`--cpus-per-run`) or as Ray tasks (`--ray-address`); a stopped run resumes from its
+newest checkpoint and continues its curve.
 
-Writes: the JSON (`runs`: game, preset, seed, target, solved, solve_env_steps, solve_wall_seconds,
-final_eval_return and the curve), a Markdown table, and curves against env steps and wall-clock
-(`--plot PREFIX`: PREFIX.png and PREFIX.svg).
+Writes: the record (`--out`: every run it has recorded, each with its config hash, resolved config, commit,
+solved, solve_env_steps, solve_wall_seconds, final_eval_return and the curve), a Markdown table of this
+recipe's runs, and their curves against env steps and wall-clock (`--plot PREFIX`: PREFIX.png and PREFIX.svg).
 """
 
 from __future__ import annotations
 
-import json
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from tfdqn import config as config_lib  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
-from tfdqn.errors import UserError  # noqa: E402
-from tfdqn.presets import PRESETS  # noqa: E402
-from tfdqn.run.csv_log import read_evaluations  # noqa: E402
-from tools.report import command_line, machine, publish  # noqa: E402
-from tools.training_runs import train_or_resume  # noqa: E402
+from tfdqn import config as config_lib
+from tfdqn.cli import OneLineErrorParser, number, run_cli
+from tfdqn.errors import UserError
+from tfdqn.presets import PRESETS
+from tfdqn.run.csv_log import read_evaluations
+from tfdqn.bench import sweep
+from tfdqn.bench.report import command_line, machine, publish_table
+from tfdqn.bench.runkey import RunKey
+from tfdqn.bench.runs import PlannedRun, finished
+from tfdqn.extras import require
 
 
-def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/bench_atari.py", description=__doc__.split("\n\n")[0])
+def build_parser(prog: str = "tfdqn time-to-score") -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", required=True, help="an ALE game (Pong, Breakout, ...)")
     parser.add_argument("--seeds", type=number(int), nargs="+", default=[0], help="one run per seed")
     parser.add_argument("--target", type=number(float), required=True, help="evaluation mean return that counts as reached")
@@ -41,24 +44,39 @@ def build_parser() -> OneLineErrorParser:
     parser.add_argument("--config", action="append", default=[], metavar="FILE", help="YAML config file (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--total-steps", type=number(int), help="env steps at most, per run (default: the config's)")
-    parser.add_argument("--logdir", default="runs/bench_atari", help="where the run folders go")
-    parser.add_argument("--out", required=True, metavar="FILE.json", help="results JSON")
+    parser.add_argument("--logdir", default="runs/time_to_score", help="where the run folders go")
+    parser.add_argument("--out", required=True, metavar="FILE.json", help="the record: results JSON")
     parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
-    parser.add_argument("--plot", metavar="PREFIX", help="write PREFIX.png and PREFIX.svg")
+    parser.add_argument("--plot", metavar="PREFIX", help="write PREFIX.png and PREFIX.svg (the bench extra)")
+    sweep.add_arguments(parser)
     return parser
 
 
-def run_name(game: str, preset: str | None, seed: int) -> str:
-    return f"{game}-{preset or 'config'}-seed{seed}"
-
-
-def train_arguments(args, seed: int) -> list[str]:
-    """The seed's `tfdqn.train` arguments, the target among them."""
+def train_arguments(args, seed: int) -> tuple[str, ...]:
+    """The seed's `tfdqn train` arguments, the target among them."""
     arguments = ["--env", args.game, "--seed", str(seed)]
     arguments += [f"--preset={args.preset}"] if args.preset else []
     arguments += [f"--config={path}" for path in args.config]
     arguments += [f"--set={item}" for item in args.set] + [f"--set=run.target_return={args.target}"]
-    return arguments + ([f"--total-steps={args.total_steps}"] if args.total_steps else [])
+    return tuple(arguments + ([f"--total-steps={args.total_steps}"] if args.total_steps else []))
+
+
+def seed_config(args, seed: int) -> config_lib.DQNConfig:
+    """The config `tfdqn train` resolves from `train_arguments`: the run's recipe."""
+    overrides = {**config_lib.parse_set(args.set), "run.target_return": args.target, "run.seed": seed,
+                 "env.id": args.game}
+    if args.total_steps:
+        overrides["run.total_steps"] = args.total_steps
+    return config_lib.resolve_config(args.config, overrides, args.preset)
+
+
+def plan(args) -> list[PlannedRun]:
+    planned = []
+    for seed in args.seeds:
+        key = RunKey.of(f"{args.game}-{args.preset or 'config'}", seed_config(args, seed))
+        planned.append(PlannedRun(args.game, key, pathlib.Path(args.logdir) / key.folder_name,
+                                  train_arguments(args, seed), f"{args.game} seed {seed}"))
+    return planned
 
 
 def read_curve(run_dir: pathlib.Path) -> list[dict]:
@@ -77,19 +95,20 @@ def protocol(run_dir: pathlib.Path) -> str:
     return describe_protocol(config.env, spec, config.exploration.eval_epsilon)
 
 
-def run_result(game: str, preset: str | None, seed: int, target: float, run_dir: pathlib.Path) -> dict:
-    """One seed's figures from its finished run folder."""
-    summary = json.loads((run_dir / "summary.json").read_text())
-    curve = read_curve(run_dir)
+def collect(run_dir: pathlib.Path, key: RunKey) -> dict:
+    """One seed's figures from its finished run folder, with the resolved config that made them."""
+    summary = finished(run_dir)
+    config = config_lib.build_config([run_dir / "config.yaml"], {})
+    target, curve = config.run.target_return, read_curve(run_dir)
     solved = next((point for point in curve if point["return_mean"] >= target), None)
-    return {"game": game, "preset": preset, "seed": seed, "target": target, "solved": solved is not None,
+    return {"target": target, "solved": solved is not None,
             "solve_env_steps": solved["env_steps"] if solved else None,
             "solve_wall_seconds": solved["wall_seconds"] if solved else None,
             "final_eval_return": summary.get("final_eval_return_mean"),
             "final_eval_episodes": summary.get("final_eval_episodes"),
             "env_steps": summary["env_steps"], "run_seconds": summary["run_seconds"],
-            "env_steps_per_sec": summary["env_steps_per_sec"], "protocol": protocol(run_dir),
-            "run_dir": str(run_dir), "curve": curve}
+            "env_steps_per_sec": summary["env_steps_per_sec"], "protocol": protocol(run_dir), "curve": curve,
+            "config": config_lib.to_dict(config)}
 
 
 def markdown_table(runs: list[dict]) -> str:
@@ -134,24 +153,46 @@ def _check(args) -> None:
     config_lib.parse_set(args.set)  # a malformed --set fails here, before any run
     if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
         raise UserError(f"--seeds {' '.join(map(str, args.seeds))}: allowed: distinct integers >= 0")
+    if args.plot:
+        require("bench", "--plot", ("matplotlib",))
 
 
-def _main(args) -> int:
+def _main(args, argv: list[str] | None) -> int:
     _check(args)
-    logdir = pathlib.Path(args.logdir)
-    runs = []
-    for seed in args.seeds:
-        run_dir = logdir / run_name(args.game, args.preset, seed)
-        code = train_or_resume(run_dir, train_arguments(args, seed), f"{args.game} seed {seed}")
-        if code != 0:
+    where = sweep.placement(args)
+    record = sweep.open_record(args.out, "time-to-score")
+    planned = plan(args)
+    for game, seed in sweep.removals(args.remove):
+        record.remove(game=game, config_hash=planned[0].key.config_hash, seed=seed)
+        print(f"removed {game} seed {seed} of this recipe from the record {args.out}")
+    if args.remove:
+        record.save()
+    recipe = planned[0].key.config_hash
+    entry = lambda run, outcome: {**sweep.run_facts(run, outcome), "preset": args.preset}  # noqa: E731
+    code = sweep.settle(record, planned, entry, collect, where, args.report_only,
+                        [run["run_seconds"] for run in record.of_recipe(recipe)])
+    runs = sorted((run for run in record.of_recipe(recipe) if run["seed"] in args.seeds), key=lambda run: run["seed"])
+    if not runs:
+        if code:
             return code
-        runs.append(run_result(args.game, args.preset, seed, args.target, run_dir))
+        raise UserError(f"no finished run of recipe {recipe} under {args.logdir} or in {args.out}; allowed: run "
+                        f"without --report-only")
     if args.plot:
         plot_curves(runs, args.plot)
-    publish({"command": command_line("bench_atari.py"), "machine": machine(), "runs": runs}, markdown_table(runs),
-            args.out, args.table)
-    return 0
+    record.report(recipe, {"command": command_line(args.prog, argv), "machine": machine()})
+    record.save()
+    others = record.other_recipes(recipe)
+    note = f"Recipe {recipe}" + (f"; the record also holds {sum(others.values())} run(s) of other recipes, reported "
+                                 f"apart ({', '.join(others)})" if others else "") + ".\n"
+    publish_table(markdown_table(runs) + "\n" + note, args.table)
+    return code
+
+
+def main(argv: list[str] | None = None, prog: str = "tfdqn time-to-score") -> int:
+    parser = build_parser(prog)
+    parser.set_defaults(prog=prog)
+    return run_cli(parser, lambda args: _main(args, argv), argv)
 
 
 if __name__ == "__main__":
-    sys.exit(run_cli(build_parser(), _main, None))
+    sys.exit(main(prog="python -m tfdqn.bench.time_to_score"))

@@ -1,12 +1,12 @@
 """Aggregates over seeds: the final evaluations and evaluation curves of several runs of one setting.
 
-    python tools/aggregate.py runs/CartPole-s0-* runs/CartPole-s1-* ... --out agg.json --plot agg
+    tfdqn aggregate runs/CartPole-s0-* runs/CartPole-s1-* ... --out agg.json --plot agg
 
 A run's score is its final evaluation (`summary.json`: the product network's mean return); its curve is
 `evaluations.csv`. Over the runs: the mean, the median and the interquartile mean (IQM: the mean of the
 middle half, Agarwal et al. 2021), each with a 95% stratified-bootstrap confidence interval computed by
 rliable (runs resampled within each task), and the IQM curve with its band over the evaluation steps every
-run has. The functions are the one way tfdqn's tools aggregate runs (tools/atari100k.py uses them).
+run has. The functions are the one way tfdqn's benchmarks aggregate runs (`tfdqn atari100k` uses them).
 """
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ import sys
 import numpy as np
 import yaml
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))
 
-from tfdqn.cli import OneLineErrorParser, number, run_cli  # noqa: E402
-from tfdqn.errors import UserError  # noqa: E402
-from tfdqn.run.csv_log import read_evaluations  # noqa: E402
-from tools.report import command_line, machine, publish  # noqa: E402
-from tools.training_runs import finished  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, number, run_cli
+from tfdqn.errors import UserError
+from tfdqn.extras import require
+from tfdqn.run.csv_log import read_evaluations
+from tfdqn.bench.report import command_line, machine, publish
+from tfdqn.bench.runs import finished
 
 AGGREGATES = ("iqm", "median", "mean")
 
@@ -117,8 +117,8 @@ def plot(steps: list[int], curve: dict, runs: list[dict], prefix: str) -> None:
     plt.close(figure)
 
 
-def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python tools/aggregate.py", description=__doc__.split("\n\n")[0])
+def build_parser(prog: str = "tfdqn aggregate") -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="finished runs of one env, one per seed")
     parser.add_argument("--out", metavar="FILE.json", help="results JSON (default: print only)")
     parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
@@ -127,9 +127,10 @@ def build_parser() -> OneLineErrorParser:
     return parser
 
 
-def _main(args) -> int:
+def _main(args, argv: list[str] | None) -> int:
     if args.reps < 1:
         raise UserError(f"--reps {args.reps} is too small; allowed: 1 or more")
+    require("bench", "this subcommand")
     runs = [read_run(pathlib.Path(path)) for path in args.run_dirs]
     envs = sorted({run["env"] for run in runs})
     if len(envs) > 1:
@@ -140,7 +141,7 @@ def _main(args) -> int:
     curve = {"env_steps": steps, **curve_estimates(matrix, args.reps)} if steps else None
     if args.plot and curve:
         plot(steps, curve, runs, args.plot)
-    results = {"command": command_line("aggregate.py"), "machine": machine(), "runs": runs,
+    results = {"command": command_line(args.prog, argv), "machine": machine(), "runs": runs,
                "final_eval_return": estimates, "curve": curve}
     table = markdown_table(runs, estimates)
     if args.out:
@@ -150,5 +151,11 @@ def _main(args) -> int:
     return 0
 
 
+def main(argv: list[str] | None = None, prog: str = "tfdqn aggregate") -> int:
+    parser = build_parser(prog)
+    parser.set_defaults(prog=prog)
+    return run_cli(parser, lambda args: _main(args, argv), argv)
+
+
 if __name__ == "__main__":
-    sys.exit(run_cli(build_parser(), _main, None))
+    sys.exit(main(prog="python -m tfdqn.bench.aggregate"))

@@ -11,9 +11,9 @@ import sys
 from tfdqn.atomic import atomic_write, write_json
 
 
-def command_line(tool: str) -> str:
-    """The command that ran this tool, as a user would type it."""
-    return shlex.join(["python", f"tools/{tool}", *sys.argv[1:]])
+def command_line(prog: str, argv: list[str] | None) -> str:
+    """The command that ran this benchmark (`prog`, e.g. "tfdqn atari100k", and its arguments), as a user types it."""
+    return shlex.join([*prog.split(), *(sys.argv[1:] if argv is None else argv)])
 
 
 def machine() -> dict:
@@ -24,6 +24,11 @@ def machine() -> dict:
 def publish(results: dict, table: str, out: str, table_path: str | None) -> None:
     """Write `results` to `out` and the table to `table_path` (where given), atomically; print the table."""
     write_json(pathlib.Path(out), results)
+    publish_table(table, table_path)
+
+
+def publish_table(table: str, table_path: str | None) -> None:
+    """Write the table to `table_path` (where given), atomically, and print it."""
     if table_path:
         atomic_write(pathlib.Path(table_path), table)
     print(table, end="")

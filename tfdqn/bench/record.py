@@ -1,0 +1,103 @@
+"""A benchmark's record: one JSON file holding every run it has recorded, each with its recipe.
+
+A run enters the record as it ends and stays there until a flag that names it removes it: a report over a
+subset of games or seeds, or a lost run folder, keeps every other run. Each run carries its RunKey (config
+hash and seed), its resolved config, the tfdqn version and the git commit that trained it, so runs of two
+recipes in one file are told apart and never pooled. Every write is atomic.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import pathlib
+import subprocess
+
+import tfdqn
+from tfdqn.atomic import write_json
+from tfdqn.errors import UserError
+
+FORMAT = 2  # 1: the results files of tools/atari100k.py and tools/bench_atari.py, keyed by preset name only
+
+
+def provenance() -> dict:
+    """The tfdqn version and, where tfdqn runs from a git checkout, its commit and whether it had changes."""
+    source = pathlib.Path(tfdqn.__file__).resolve().parent.parent
+    facts = {"tfdqn_version": tfdqn.__version__, "commit": None}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, timeout=10)
+        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=source,
+                                 capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return facts
+    if commit.returncode == 0 and changes.returncode == 0:
+        facts.update(commit=commit.stdout.strip(), commit_had_changes=bool(changes.stdout.strip()))
+    return facts
+
+
+class Record:
+    """The runs of one benchmark in `path`, identified by `identity` (field names, the config hash and seed
+    among them)."""
+
+    def __init__(self, path: pathlib.Path, tool: str, identity: tuple[str, ...]):
+        self.path, self.tool, self.identity = pathlib.Path(path), tool, identity
+        self.data = {"tool": tool, "format": FORMAT, "runs": [], "reports": {}}
+        if self.path.exists():
+            self.data = self._read()
+
+    def _read(self) -> dict:
+        try:
+            data = json.loads(self.path.read_text())
+            fits = data["tool"] == self.tool and data["format"] == FORMAT and isinstance(data["runs"], list)
+        except (OSError, ValueError, KeyError, TypeError) as error:
+            raise UserError(f"--out {self.path} is not a record of tfdqn {self.tool} ({error!r}); allowed: a record "
+                            f"it wrote, or a new file") from None
+        if not fits:
+            raise UserError(f"--out {self.path} is a record of tfdqn {data['tool']}, format {data['format']}, not of "
+                            f"{self.tool}, format {FORMAT}; allowed: a record it wrote, or a new file")
+        return data
+
+    @property
+    def runs(self) -> list[dict]:
+        return self.data["runs"]
+
+    def _id(self, run: dict) -> tuple:
+        return tuple(run[name] for name in self.identity)
+
+    def get(self, **identity) -> dict | None:
+        wanted = tuple(identity[name] for name in self.identity)
+        return next((run for run in self.runs if self._id(run) == wanted), None)
+
+    def of_recipe(self, config_hash: str) -> list[dict]:
+        return [run for run in self.runs if run["config_hash"] == config_hash]
+
+    def put(self, run: dict) -> None:
+        """Record a finished run (replacing the entry with its identity) and write the file at once; the run
+        brings its own `provenance()`, taken where it trained."""
+        stamped = {**run, "recorded_at": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
+        self.data["runs"] = [kept for kept in self.runs if self._id(kept) != self._id(run)] + [stamped]
+        self.save()
+
+    def remove(self, **identity) -> dict:
+        """Take out the run with this identity (a user's explicit request); a one-line error if there is none."""
+        run = self.get(**identity)
+        if run is None:
+            named = ", ".join(f"{name} {value}" for name, value in identity.items())
+            raise UserError(f"--remove: the record {self.path} holds no run with {named}; allowed: a run it holds")
+        self.data["runs"].remove(run)
+        return run
+
+    def report(self, config_hash: str, report: dict) -> None:
+        """Keep the newest report of a recipe beside the runs (the runs stay the record)."""
+        self.data["reports"][config_hash] = report
+
+    def save(self) -> None:
+        write_json(self.path, self.data)
+
+    def other_recipes(self, config_hash: str) -> dict[str, int]:
+        """Runs per recipe that is not `config_hash`'s, so a report can say what else the file holds."""
+        counts: dict[str, int] = {}
+        for run in self.runs:
+            if run["config_hash"] != config_hash:
+                counts[run["config_hash"]] = counts.get(run["config_hash"], 0) + 1
+        return counts

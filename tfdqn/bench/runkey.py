@@ -1,0 +1,68 @@
+"""RunKey: a benchmark run named by the exact recipe it trains (a short hash of its resolved config) and its seed.
+
+Every benchmark subcommand names its run folders and its record entries by this key, so a run is never read
+back, resumed or recorded under another recipe's label: a changed `--set`, `--target`, `--total-steps`, preset
+meaning or default is a new hash and a new folder. The seed is left out of the hash (it is the key's other
+half); the config holds no output paths.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import pathlib
+
+from tfdqn import config as config_lib
+from tfdqn.errors import UserError
+
+HASH_CHARS = 10  # 40 bits: a clash among a record's recipes is out of reach
+
+
+def recipe(config: config_lib.DQNConfig, without: tuple[str, ...] = ()) -> dict:
+    """The resolved config as plain data, less the seed (and the keys `without`): what makes two runs the same
+    experiment."""
+    data = config_lib.to_dict(config)
+    for key in ("run.seed", *without):
+        section, name = key.split(".")
+        del data[section][name]
+    return data
+
+
+def recipe_hash(config: config_lib.DQNConfig, without: tuple[str, ...] = ()) -> str:
+    """The recipe's short hash: SHA-256 of its canonical JSON (sorted keys), as hex. `without=("env.id",)` gives
+    the hash a suite of games shares."""
+    text = json.dumps(recipe(config, without), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:HASH_CHARS]
+
+
+@dataclasses.dataclass(frozen=True)
+class RunKey:
+    label: str  # what a reader sees first: the game and the preset
+    config_hash: str
+    seed: int
+
+    @classmethod
+    def of(cls, label: str, config: config_lib.DQNConfig) -> RunKey:
+        return cls(label, recipe_hash(config), config.run.seed)
+
+    @property
+    def folder_name(self) -> str:
+        return f"{self.label}-{self.config_hash}-seed{self.seed}"
+
+
+def check_folder(run_dir: pathlib.Path, key: RunKey) -> None:
+    """Refuse a run folder whose saved config is another recipe or seed than `key`'s, in one line naming both
+    hashes: its checkpoints and summary must never be read or resumed as this recipe's."""
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        return
+    try:
+        config = config_lib.build_config([saved], {})
+    except UserError as error:
+        raise UserError(f"run folder {run_dir} holds a config this tfdqn cannot read ({error}); allowed: move "
+                        f"the folder away or use another --logdir") from None
+    found = RunKey.of(key.label, config)
+    if (found.config_hash, found.seed) != (key.config_hash, key.seed):
+        raise UserError(f"run folder {run_dir} holds recipe {found.config_hash} seed {found.seed}, not recipe "
+                        f"{key.config_hash} seed {key.seed}; allowed: move the folder away or use another --logdir")

@@ -1,0 +1,231 @@
+"""The training runs a benchmark starts: each a `python -m tfdqn.train` process as a user would run it, several at
+once on this machine's cores or as Ray tasks on a cluster.
+
+A run's folder is named by its RunKey and checked against it before anything is read; a stopped run resumes from
+its checkpoint, and one whose process was killed (the OOM killer, a lost node) is resumed once more at once. Each
+process's TensorFlow thread pools are sized to its share of the CPUs (`--cpus-per-run`), so no `taskset` is
+needed. The benchmark records each run as it ends, from the figures `collect` takes from its folder where it
+trained (on a cluster, the node's own filesystem).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import os
+import pathlib
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+from tfdqn.bench.record import provenance
+from tfdqn.bench.runkey import RunKey, check_folder
+from tfdqn.errors import UserError, one_line
+from tfdqn.extras import require
+from tfdqn.run.markers import complete_steps
+from tfdqn.run.run_dir import finished_summary
+
+THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS")
+KILLED_RETRIES = 1  # a run whose process a signal killed is resumed this many times before it counts as failed
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedRun:
+    game: str
+    key: RunKey
+    run_dir: pathlib.Path
+    arguments: tuple[str, ...]  # tfdqn.train's arguments for a new run of the key's recipe and seed
+    what: str  # how the sweep's lines name it: "Pong seed 0"
+
+
+def finished(run_dir: pathlib.Path) -> dict | None:
+    """The run's summary where it ended by itself (no stop signal), at its total steps or its target, else None."""
+    return finished_summary(run_dir, total_steps=0)
+
+
+def train_command(run_dir: pathlib.Path, arguments: tuple[str, ...]) -> tuple[list[str], str]:
+    """The command that takes the run on (`--resume` where it holds a checkpoint) and how it starts."""
+    train = [sys.executable, "-m", "tfdqn.train", "--quiet"]
+    saved = complete_steps(run_dir / "checkpoints")
+    if saved:
+        return [*train, "--resume", str(run_dir)], f"resumed from env step {saved[0]}"
+    return [*train, "--logdir", str(run_dir.parent), "--run-name", run_dir.name, *arguments], "new"
+
+
+def thread_environment(cpus: float) -> dict:
+    """This process's environment with TensorFlow's and OpenMP's thread pools sized to `cpus`."""
+    threads = str(max(1, int(cpus)))
+    return {**os.environ, **dict.fromkeys(THREAD_VARIABLES, threads), "TF_CPP_MIN_LOG_LEVEL": "2"}
+
+
+_live: set[subprocess.Popen] = set()  # this process's training runs, told to stop when the sweep is interrupted
+_live_lock = threading.Lock()
+
+
+def _run_process(command: list[str], log: pathlib.Path, environment: dict) -> int:
+    with open(log, "a") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT, env=environment)
+        with _live_lock:
+            _live.add(process)
+        try:
+            return process.wait()
+        finally:
+            with _live_lock:
+                _live.discard(process)
+
+
+def train_to_end(planned: PlannedRun, cpus: float, collect) -> dict:
+    """Train (or resume) the run to its end unless it ended already; its outcome with `collect(run_dir, key)`'s
+    figures. Runs in a worker thread here or as a Ray task on a cluster node."""
+    run_dir = planned.run_dir
+    check_folder(run_dir, planned.key)
+    starts, code, began = [], 0, time.time()
+    log = run_dir.parent / f"{run_dir.name}.log"
+    if finished(run_dir) is None:
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        for _ in range(1 + KILLED_RETRIES):
+            command, start = train_command(run_dir, planned.arguments)
+            starts.append(start)
+            print(f"{planned.what}: {start}, log {log}", flush=True)
+            code = _run_process(command, log, thread_environment(cpus))
+            if code >= 0:  # an exit of its own (0, or a one-line error); negative: a signal killed it
+                break
+        check_folder(run_dir, planned.key)  # the run trained the recipe it is recorded as
+    outcome = {"exit_code": code, "starts": starts, "host": socket.gethostname(), "log": str(log),
+               "worker_unix_span": [round(began, 3), round(time.time(), 3)]}  # when its worker began and ended
+    if code != 0:
+        return {**outcome, "last_line": _last_line(log)}
+    return {**outcome, **provenance(), **collect(run_dir, planned.key)}
+
+
+def _last_line(log: pathlib.Path) -> str:
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "?"
+    return lines[-1] if lines else "?"
+
+
+def usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def estimate_line(to_train: int, at_once: int, recorded_seconds: list[float]) -> str:
+    """What the sweep will cost, from the run clock of the runs of this recipe already recorded."""
+    if to_train == 0:
+        return "nothing to train: every run asked for is recorded or finished"
+    line = f"{to_train} run{'s' * (to_train != 1)} to train, {at_once} at a time"
+    if not recorded_seconds:
+        return f"{line}; no recorded run of this recipe yet to estimate the cost from"
+    each = statistics.median(recorded_seconds)
+    waves = -(-to_train // at_once)
+    return (f"{line}; the {len(recorded_seconds)} recorded run{'s' * (len(recorded_seconds) != 1)} of this recipe "
+            f"took a median of {each / 60:.1f} min each: about {waves * each / 3600:.1f} h")
+
+
+@dataclasses.dataclass(frozen=True)
+class Placement:
+    """Where the runs go: this machine's cores, or a Ray cluster (`ray_address`)."""
+    cpus_per_run: float = 1.0
+    gpus_per_run: float = 0.0
+    ray_address: str | None = None
+
+    def check(self) -> None:
+        if not self.cpus_per_run > 0 or self.gpus_per_run < 0:
+            raise UserError(f"--cpus-per-run {self.cpus_per_run:g} / --gpus-per-run {self.gpus_per_run:g}: allowed: "
+                            f"CPUs > 0 and GPUs >= 0")
+        if self.ray_address is None and self.gpus_per_run:
+            raise UserError(f"--gpus-per-run {self.gpus_per_run:g} reserves GPUs on a Ray cluster; allowed: with "
+                            f"--ray-address")
+        if self.ray_address is not None:
+            require("ray", "--ray-address")
+        elif self.cpus_per_run > usable_cpus():
+            raise UserError(f"--cpus-per-run {self.cpus_per_run:g} is more than this machine's {usable_cpus()} "
+                            f"CPUs; allowed: 1 to {usable_cpus()}")
+
+
+def run_all(planned: list[PlannedRun], placement: Placement, collect, on_finished, recorded_seconds) -> int:
+    """Train every planned run, `on_finished(planned_run, outcome)` as each one ends (in this thread, so the
+    record has one writer); 0, or the exit code of a run that failed (the others still run and are recorded)."""
+    if placement.ray_address is not None:
+        return _run_on_ray(planned, placement, collect, on_finished, recorded_seconds)
+    at_once = max(1, int(usable_cpus() // placement.cpus_per_run))
+    print(estimate_line(len(planned), min(at_once, len(planned)) or 1, recorded_seconds), flush=True)
+    failed = 0
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=at_once)
+    try:
+        futures = {}
+        for run in planned:
+            futures[pool.submit(train_to_end, run, placement.cpus_per_run, collect)] = run
+        for future in concurrent.futures.as_completed(futures):
+            failed = _finish(futures[future], future.result(), on_finished) or failed
+    except KeyboardInterrupt:
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_live_runs()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+    return failed
+
+
+def _stop_live_runs() -> None:
+    """SIGINT to every training run still going (each checkpoints and exits), then wait for them."""
+    with _live_lock:
+        live = list(_live)
+    for process in live:
+        process.send_signal(signal.SIGINT)
+    for process in live:
+        process.wait()
+
+
+def _finish(run: PlannedRun, outcome: dict, on_finished) -> int:
+    """Report one run's end; record it where it finished; its exit code."""
+    code = outcome["exit_code"]
+    how = ", ".join(outcome["starts"]) or "read back"
+    if code != 0:
+        print(f"{run.what}: the run exited with {code} ({how}; log {outcome['log']}: {outcome['last_line']}); "
+              f"run the same command again to resume it", file=sys.stderr, flush=True)
+        return code
+    on_finished(run, outcome)
+    print(f"{run.what}: finished ({how}) on {outcome['host']}; recorded", flush=True)
+    return 0
+
+
+def _run_on_ray(planned, placement: Placement, collect, on_finished, recorded_seconds) -> int:
+    """The same runs as Ray tasks, each reserving `cpus_per_run` CPUs (and `gpus_per_run` GPUs); a task whose
+    worker died is retried by Ray and resumes from the run's checkpoint where the new node reaches its folder."""
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        try:
+            ray.init(address=placement.ray_address, logging_level=logging.ERROR, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as error:
+            raise UserError(f"--ray-address {placement.ray_address!r}: no Ray cluster answers there "
+                            f"({one_line(error)}); allowed: the address `ray start --head` printed, or auto") from None
+    try:
+        cluster_cpus = ray.cluster_resources().get("CPU", 1)
+        at_once = max(1, int(cluster_cpus // placement.cpus_per_run))
+        print(estimate_line(len(planned), min(at_once, len(planned)) or 1, recorded_seconds), flush=True)
+        task = ray.remote(train_to_end).options(num_cpus=placement.cpus_per_run, num_gpus=placement.gpus_per_run,
+                                                max_retries=KILLED_RETRIES)
+        pending = {task.remote(run, placement.cpus_per_run, collect): run for run in planned}
+        failed = 0
+        while pending:
+            (ready,), _ = ray.wait(list(pending), num_returns=1)
+            run = pending.pop(ready)
+            try:
+                outcome = ray.get(ready)
+            except ray.exceptions.RayError as error:
+                outcome = {"exit_code": 1, "starts": [], "log": "-", "last_line": one_line(error)}
+            failed = _finish(run, outcome, on_finished) or failed
+        return failed
+    finally:
+        if started:
+            ray.shutdown()
+

@@ -1,0 +1,76 @@
+"""What the sweeping benchmarks (`tfdqn atari100k`, `tfdqn time-to-score`) share: where their runs go, and the
+record that keeps each run as it ends."""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+
+from tfdqn.bench.record import Record, provenance
+from tfdqn.bench.runkey import check_folder
+from tfdqn.bench.runs import Placement, PlannedRun, finished, run_all
+from tfdqn.cli import number
+from tfdqn.errors import UserError
+
+IDENTITY = ("game", "config_hash", "seed")  # a run in a sweep's record
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The record's and the placement's flags, the same on every sweep."""
+    parser.add_argument("--remove", action="append", default=[], metavar="GAME:SEED",
+                        help="take this run of this recipe out of the record (repeatable); nothing else removes one")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: record runs whose folders finished, then report")
+    parser.add_argument("--cpus-per-run", type=number(float), default=1.0, metavar="N",
+                        help="CPUs per run: its TensorFlow thread pools, and as many runs at once as the CPUs allow "
+                             "(on a Ray cluster, what each task reserves) (default 1)")
+    parser.add_argument("--gpus-per-run", type=number(float), default=0.0, metavar="N",
+                        help="GPUs each Ray task reserves (with --ray-address) (default 0)")
+    parser.add_argument("--ray-address", metavar="ADDRESS",
+                        help="run as Ray tasks on this cluster (auto: the one this machine joined; the ray extra); "
+                             "run folders must be reachable where the tasks run")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
+
+
+def placement(args: argparse.Namespace) -> Placement:
+    chosen = Placement(args.cpus_per_run, args.gpus_per_run, args.ray_address)
+    chosen.check()
+    return chosen
+
+
+def removals(texts: list[str]) -> list[tuple[str, int]]:
+    """`--remove GAME:SEED` values as (game, seed), or a one-line error."""
+    pairs = []
+    for text in texts:
+        game, _, seed = text.rpartition(":")
+        if not game or not seed.isdigit():
+            raise UserError(f"--remove {text!r} is not a run; allowed: GAME:SEED, e.g. Pong:0")
+        pairs.append((game, int(seed)))
+    return pairs
+
+
+def open_record(out: str, tool: str) -> Record:
+    return Record(pathlib.Path(out), tool, IDENTITY)
+
+
+def settle(record: Record, planned: list[PlannedRun], entry, collect, where: Placement, report_only: bool,
+           recorded_seconds: list[float]) -> int:
+    """Bring every planned run into the record: train (or resume) those it lacks, several at once, and record each
+    as it ends as `entry(run, outcome)`; with `report_only`, record only those whose folders finished."""
+    todo = [run for run in planned
+            if record.get(game=run.game, config_hash=run.key.config_hash, seed=run.key.seed) is None]
+    for run in todo:
+        check_folder(run.run_dir, run.key)
+    if report_only:
+        for run in todo:
+            if finished(run.run_dir) is not None:
+                record.put(entry(run, {"starts": [], "host": None, **provenance(), **collect(run.run_dir, run.key)}))
+        return 0
+    return run_all(todo, where, collect, lambda run, outcome: record.put(entry(run, outcome)), recorded_seconds)
+
+
+def run_facts(run: PlannedRun, outcome: dict) -> dict:
+    """The record's fields every sweep's run carries: its identity, folder, how it started and where it trained."""
+    kept = {name: value for name, value in outcome.items() if name not in ("exit_code", "log")}
+    return {"game": run.game, "config_hash": run.key.config_hash, "seed": run.key.seed, "run_dir": str(run.run_dir),
+            **kept}
