@@ -1,10 +1,13 @@
-"""The custom-scalars tab in a real browser: a short run's five charts are on the page, each drawing lines."""
+"""The custom-scalars tab in a real browser: every chart of the layout is on the page, draws one tag, and draws
+each run in a colour of its own, so no chart mixes units and every line is told apart by its colour."""
+
+import shutil
 
 import pytest
 
-from tests.conftest import TINY, train_in_process
-from tools import tensorboard_view
+from tests.conftest import tensorboard_tags
 from tfdqn.telemetry.layout import CHARTS
+from tools import tensorboard_view
 
 pytestmark = pytest.mark.slow
 
@@ -16,12 +19,23 @@ def _browser():
         pytest.skip(reason)
 
 
-def test_the_custom_scalars_tab_draws_every_chart_of_the_layout(tmp_path):
-    result = train_in_process(*TINY, "--logdir", str(tmp_path), "--run-name", "run")
-    assert result.returncode == 0, result.stderr
-    with tensorboard_view.custom_scalars_page(tmp_path / "run", timeout=30) as page:
-        lines = tensorboard_view.chart_lines(page)
-        page.screenshot(path=str(tmp_path / "custom_scalars.png"), full_page=True)
-    assert (tmp_path / "custom_scalars.png").stat().st_size > 0
-    # every chart has two series or more in a CPU-only CartPole run, each drawn as one line or more
-    assert {title: lines.get(title, 0) >= 2 for title, _ in CHARTS} == {title: True for title, _ in CHARTS}, lines
+def test_each_chart_draws_one_tag_with_a_colour_per_run(cartpole_run, tmp_path):
+    # two runs in one logdir, as a user compares them: the CPU-only CartPole run's events under two names
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        for events in cartpole_run[0].glob("events.out.tfevents.*"):
+            shutil.copy(events, tmp_path / name)
+    written = tensorboard_tags(cartpole_run[0])
+    with tensorboard_view.custom_scalars_page(tmp_path, timeout=30) as page:
+        charts = tensorboard_view.charts(page)
+        tensorboard_view.show_whole_tab(page)
+        bottom = page.locator(tensorboard_view.CARD).evaluate_all(
+            "cards => Math.max(...cards.map(card => card.getBoundingClientRect().bottom))")
+        height = page.viewport_size["height"]
+    assert list(charts) == [title for title, _ in CHARTS]
+    drawn = {title: {name.rsplit(" (", 1)[0] for name in series} for title, (series, _) in charts.items()}
+    assert drawn == {title: {tag} & written for title, tag in CHARTS}
+    # a chart with data lists the tag once per run and draws each in its own colour
+    colours = {title: (len(series), len(strokes)) for title, (series, strokes) in charts.items() if series}
+    assert colours and set(colours.values()) == {(2, 2)}, colours
+    assert bottom <= height  # the window shows the whole tab, as the screenshot tool takes it

@@ -1,25 +1,63 @@
-"""The custom-scalars tab: the five charts that say how a run goes, each several tags on one chart.
+"""The custom-scalars tab: what a run's numbers say, one quantity per chart, grouped by the question each answers.
 
-The scalars tab draws one tag per chart, sorted by name, so comparing phase shares or the learner's
-load with the CPU's there means flipping between charts; this layout puts them side by side once.
+TensorBoard colours a custom-scalars series by its run alone (the plugin's `DataSeriesColorScale` reads the
+run out of the series name), so the tags of one run on one chart share a colour, are told apart only by
+marker shape, and share one axis whatever their units. One tag per chart avoids both: the title names the
+quantity and its unit, the axis fits it, and when several runs are selected each is a line of its own
+colour, the run selector being the legend. The categories keep related charts side by side, as the
+scalars tab (one chart per tag, sorted by name) does not. A chart whose tag the run's mode never writes (the
+GPU's without one, the async learner's wait) stays empty; its title says when it fills.
 """
+
+import re
 
 from tensorboard.plugins.custom_scalar import layout_pb2
 
-# (chart title with its unit, regex of the tags it draws: TensorBoard matches it at the tag's start)
-CHARTS = (
-    ("where the time goes (share of the loop's wall time)", r"perf/share_"),
-    ("throughput (env steps/s, updates/s)", r"perf/(env_steps|updates)_per_sec$"),
-    ("utilisation (share, 0 to 1: learner busy, CPU, GPU)", r"perf/learner_busy_share$|system/(cpu|gpu)_util$"),
-    ("memory (GiB: process RSS, replay filled, GPU)", r"system/\w+_gib$"),
-    ("learning (episode and eval return, TD loss, mean max-Q)",
-     r"charts/(episode|eval)_return$|losses/(td_loss|q_values)$"),
+from tfdqn.telemetry.phase_timer import PHASES
+
+# What each phase of `PhaseTimer` covers, in a chart's title; "other" is the time charged to none.
+PHASE_TITLES = {"env_step": "env steps", "act": "acting", "replay_add": "replay: adding",
+                "replay_sample": "replay: sampling", "update": "gradient updates",
+                "wait": "async: waiting for the learner", "log": "summaries", "checkpoint": "checkpoints",
+                "eval": "evaluation", "other": "other (the loop itself)"}
+
+# (category title, ((chart title with its unit, the one tag it draws), ...)), in reading order
+CATEGORIES = (
+    ("learning", (
+        ("episode return (training games, mean per summary)", "charts/episode_return"),
+        ("eval return (greedy games, mean per evaluation)", "charts/eval_return"),
+        ("TD loss (batch mean)", "losses/td_loss"),
+        ("mean max-Q (expected return)", "losses/q_values"),
+    )),
+    ("speed", (
+        ("env steps/s", "perf/env_steps_per_sec"),
+        ("updates/s", "perf/updates_per_sec"),
+    )),
+    ("busy (share of time, 0 to 1)", (
+        ("learner busy (share of wall time)", "perf/learner_busy_share"),
+        ("CPU busy (share of all cores)", "system/cpu_util"),
+        ("GPU busy (share of time; with a GPU)", "system/gpu_util"),
+    )),
+    ("memory (GiB)", (
+        ("process resident memory (GiB)", "system/rss_gib"),
+        ("replay, filled part (GiB)", "system/replay_gib"),
+        ("GPU memory in use (GiB; with a GPU)", "system/gpu_mem_gib"),
+    )),
+    ("where the loop's time goes (share of its wall time, 0 to 1)",
+     tuple((f"{PHASE_TITLES[phase]} (share of wall time)", f"perf/share_{phase}") for phase in (*PHASES, "other"))),
 )
-CATEGORY = "tfdqn run"
+CHARTS = tuple(chart for _, charts in CATEGORIES for chart in charts)  # (title, tag) of every chart, in order
+
+
+def tag_regex(tag: str) -> str:
+    """The regex of a chart that draws exactly `tag` (TensorBoard matches it at the tag's start)."""
+    return re.escape(tag) + "$"
 
 
 def run_layout() -> layout_pb2.Layout:
-    """The layout proto of the tab, one category with the charts of `CHARTS`."""
-    charts = [layout_pb2.Chart(title=title, multiline=layout_pb2.MultilineChartContent(tag=[regex]))
-              for title, regex in CHARTS]
-    return layout_pb2.Layout(category=[layout_pb2.Category(title=CATEGORY, chart=charts)])
+    """The layout proto of the tab: `CATEGORIES`, each chart a multiline chart of its one tag."""
+    return layout_pb2.Layout(category=[
+        layout_pb2.Category(title=category, chart=[
+            layout_pb2.Chart(title=title, multiline=layout_pb2.MultilineChartContent(tag=[tag_regex(tag)]))
+            for title, tag in charts])
+        for category, charts in CATEGORIES])
