@@ -18,11 +18,11 @@ import numpy as np
 import yaml
 
 
-from tfdqn.cli import OneLineErrorParser, number, run_cli
+from tfdqn.cli import OneLineErrorParser, number
 from tfdqn.errors import UserError
 from tfdqn.extras import require
 from tfdqn.run.csv_log import read_evaluations
-from tfdqn.bench.report import command_line, machine, publish
+from tfdqn.bench.report import run_benchmark, machine, publish
 from tfdqn.bench.runs import finished
 
 AGGREGATES = ("iqm", "median", "mean")
@@ -127,7 +127,7 @@ def build_parser(prog: str = "tfdqn aggregate") -> OneLineErrorParser:
     return parser
 
 
-def _main(args, argv: list[str] | None) -> int:
+def _main(args) -> int:
     if args.reps < 1:
         raise UserError(f"--reps {args.reps} is too small; allowed: 1 or more")
     require("bench", "this subcommand")
@@ -141,7 +141,7 @@ def _main(args, argv: list[str] | None) -> int:
     curve = {"env_steps": steps, **curve_estimates(matrix, args.reps)} if steps else None
     if args.plot and curve:
         plot(steps, curve, runs, args.plot)
-    results = {"command": command_line(args.prog, argv), "machine": machine(), "runs": runs,
+    results = {"command": args.command, "machine": machine(), "runs": runs,
                "final_eval_return": estimates, "curve": curve}
     table = markdown_table(runs, estimates)
     if args.out:
@@ -152,9 +152,7 @@ def _main(args, argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "tfdqn aggregate") -> int:
-    parser = build_parser(prog)
-    parser.set_defaults(prog=prog)
-    return run_cli(parser, lambda args: _main(args, argv), argv)
+    return run_benchmark(build_parser, _main, argv, prog)
 
 
 if __name__ == "__main__":

@@ -36,11 +36,11 @@ import numpy as np
 from tfdqn import config as config_lib
 from tfdqn.bench.atari100k_scores import (DER, PUBLISHED_IQM, SCORES, drq_eps_mean, drq_eps_percentile,
                                     drq_eps_runs, human_normalized)
-from tfdqn.cli import OneLineErrorParser, number, run_cli
+from tfdqn.cli import OneLineErrorParser, number
 from tfdqn.errors import UserError
 from tfdqn.presets import PRESETS
 from tfdqn.bench.aggregate import improvement_probability, interval_estimates
-from tfdqn.bench.report import command_line, machine, publish_table
+from tfdqn.bench.report import run_benchmark, machine, publish_table
 from tfdqn.bench import sweep
 from tfdqn.bench.runkey import RunKey, recipe_hash
 from tfdqn.bench.runs import PlannedRun, finished
@@ -207,7 +207,7 @@ def report(args, runs: list[dict]) -> tuple[list[dict], dict | None]:
                       [drq_eps_clears_its_mean(game, len(complete)) for game in args.games])}
 
 
-def _main(args, argv: list[str] | None) -> int:
+def _main(args) -> int:
     _check(args)
     where = sweep.placement(args)
     record = sweep.open_record(args.out, "atari100k")
@@ -228,7 +228,7 @@ def _main(args, argv: list[str] | None) -> int:
         raise UserError(f"no finished run of recipe {suite} under {args.logdir} or in {args.out}; allowed: run "
                         f"without --report-only")
     rows, aggregate = report(args, runs)
-    record.report(suite, {"command": command_line(args.prog, argv),
+    record.report(suite, {"command": args.command,
                           "machine": machine(), "preset": args.preset, "set": args.set, "games": rows,
                           "aggregate": aggregate, "published_iqm_26_games": PUBLISHED_IQM})
     others = {}
@@ -242,9 +242,7 @@ def _main(args, argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "tfdqn atari100k") -> int:
-    parser = build_parser(prog)
-    parser.set_defaults(prog=prog)
-    return run_cli(parser, lambda args: _main(args, argv), argv)
+    return run_benchmark(build_parser, _main, argv, prog)
 
 
 if __name__ == "__main__":

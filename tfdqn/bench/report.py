@@ -9,11 +9,19 @@ import shlex
 import sys
 
 from tfdqn.atomic import atomic_write, write_json
+from tfdqn.cli import run_cli
 
 
 def command_line(prog: str, argv: list[str] | None) -> str:
     """The command that ran this benchmark (`prog`, e.g. "tfdqn atari100k", and its arguments), as a user types it."""
     return shlex.join([*prog.split(), *(sys.argv[1:] if argv is None else argv)])
+
+
+def run_benchmark(build_parser, body, argv: list[str] | None, prog: str) -> int:
+    """A benchmark's command line, its body given the command as typed (`args.command`) for what it writes."""
+    parser = build_parser(prog)
+    parser.set_defaults(command=command_line(prog, argv))
+    return run_cli(parser, body, argv)
 
 
 def machine() -> dict:

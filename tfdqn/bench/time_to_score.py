@@ -24,12 +24,12 @@ import sys
 
 
 from tfdqn import config as config_lib
-from tfdqn.cli import OneLineErrorParser, number, run_cli
+from tfdqn.cli import OneLineErrorParser, number
 from tfdqn.errors import UserError
 from tfdqn.presets import PRESETS
 from tfdqn.run.csv_log import read_evaluations
 from tfdqn.bench import sweep
-from tfdqn.bench.report import command_line, machine, publish_table
+from tfdqn.bench.report import run_benchmark, machine, publish_table
 from tfdqn.bench.runkey import RunKey
 from tfdqn.bench.runs import PlannedRun, finished
 from tfdqn.extras import require
@@ -157,7 +157,7 @@ def _check(args) -> None:
         require("bench", "--plot", ("matplotlib",))
 
 
-def _main(args, argv: list[str] | None) -> int:
+def _main(args) -> int:
     _check(args)
     where = sweep.placement(args)
     record = sweep.open_record(args.out, "time-to-score")
@@ -179,7 +179,7 @@ def _main(args, argv: list[str] | None) -> int:
                         f"without --report-only")
     if args.plot:
         plot_curves(runs, args.plot)
-    record.report(recipe, {"command": command_line(args.prog, argv), "machine": machine()})
+    record.report(recipe, {"command": args.command, "machine": machine()})
     record.save()
     others = record.other_recipes(recipe)
     note = f"Recipe {recipe}" + (f"; the record also holds {sum(others.values())} run(s) of other recipes, reported "
@@ -189,9 +189,7 @@ def _main(args, argv: list[str] | None) -> int:
 
 
 def main(argv: list[str] | None = None, prog: str = "tfdqn time-to-score") -> int:
-    parser = build_parser(prog)
-    parser.set_defaults(prog=prog)
-    return run_cli(parser, lambda args: _main(args, argv), argv)
+    return run_benchmark(build_parser, _main, argv, prog)
 
 
 if __name__ == "__main__":

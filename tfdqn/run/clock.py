@@ -1,6 +1,6 @@
 """The run clock: seconds since the run's process started, summed over resumes.
 
-Time to a score is read on it (tools/bench_atari.py), so it counts what a user waits for: starting
+Time to a score is read on it (`tfdqn time-to-score`), so it counts what a user waits for: starting
 Python and TensorFlow, building the run, acting, learning, evaluating and checkpointing. A resumed run
 goes on from the reading its checkpoint saved. The time a stopped run spent after its last checkpoint
 is not counted: the resumed run plays those steps again and counts them then; nor is the time the
