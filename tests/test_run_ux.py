@@ -31,6 +31,53 @@ def test_print_config_prints_the_resolved_config_and_makes_no_folder(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+def _help(*args: str, columns: int = 80) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tfdqn.train", *args, "--help"], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "COLUMNS": str(columns)})
+
+
+def _key_line(help_text: str, key: str) -> str:
+    return next(line for line in help_text.splitlines() if line.startswith(f"  {key}: "))
+
+
+def test_help_fits_the_terminal_and_shows_the_values_the_default_command_runs():
+    result = _help()
+    assert (result.returncode, result.stderr) == (0, "")
+    assert max(len(line) for line in result.stdout.splitlines()) <= 80, result.stdout
+    text = " ".join(result.stdout.split())  # the header, however it wrapped
+    assert ("with the values of the config python -m tfdqn.train runs with no --env, --config, --preset or --set: "
+            "env CartPole from tfdqn/configs/cartpole.yaml") in text
+    assert "Another env's: python -m tfdqn.train --env Breakout --help, or --print-config." in text
+    assert _key_line(result.stdout, "replay.capacity") == "  replay.capacity: 50000  [file cartpole.yaml]"
+    assert _key_line(result.stdout, "env.noop_max") == "  env.noop_max: 30  [default]"
+    assert _key_line(result.stdout, "env.id") == "  env.id: CartPole  [file cartpole.yaml]"
+    lines = result.stdout.splitlines()  # each key's doc indented under it
+    assert lines[lines.index(_key_line(result.stdout, "run.total_steps")) + 1] == "      env steps to train for"
+
+
+@pytest.mark.parametrize("args", [["--env", "Breakout"], ["--set", "env.id=Breakout"]])
+def test_help_with_an_env_shows_that_envs_config_and_where_each_value_comes_from(args):
+    result = _help(*args, columns=200)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert "the config this command line would run: env Breakout from tfdqn/configs/atari.yaml" in result.stdout
+    assert _key_line(result.stdout, "replay.capacity") == "  replay.capacity: 1000000  [file atari.yaml]"
+    assert _key_line(result.stdout, "env.repeat_action_probability").endswith("[implied by env Breakout]")
+    assert "Another env's" not in result.stdout
+
+
+def test_help_with_a_preset_shows_the_values_it_sets():
+    result = _help("--env", "Breakout", "--preset", "rainbow", "--set", "replay.capacity=2e5", columns=200)
+    assert result.returncode == 0, result.stderr
+    assert _key_line(result.stdout, "network.noisy").startswith("  network.noisy: true  [preset ")
+    assert _key_line(result.stdout, "replay.capacity") == "  replay.capacity: 200000  [--set or a flag]"
+
+
+def test_help_with_an_unknown_env_is_a_one_line_error():
+    result = _help("--env", "Brekout")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.count("\n") == 1 and "did you mean Breakout" in result.stderr
+
+
 def test_flags_read_numbers_as_set_does(tmp_path):
     flags = _train_in(tmp_path, "--total-steps", "1e5", "--learning-starts", "2_000", "--seed", "1.0e0",
                       "--print-config")
@@ -94,6 +141,11 @@ def _stdout_lines(result) -> list[str]:
     return result.stdout.strip().splitlines()
 
 
+def _bar_lines(stderr: str) -> list[str]:
+    """Each state of the progress bar that tqdm drew (it redraws in place with carriage returns)."""
+    return [line.strip() for line in re.split(r"[\r\n]", stderr) if re.search(r"\| \d+/\d+ \[", line)]
+
+
 @pytest.mark.slow
 def test_a_run_says_where_it_writes_moves_its_bar_every_second_and_ends_in_one_line(tmp_path):
     result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "6000", "--learning-starts", "500",
@@ -114,11 +166,27 @@ def test_a_run_says_where_it_writes_moves_its_bar_every_second_and_ends_in_one_l
         product += (f" (best-evaluated network, env step {network['env_steps']}, exported to policy/; the last "
                     f"network: {summary['last_network_eval_return_mean']:.1f})")
     assert lines[-2:] == [product, f"summary: {run_dir / 'summary.json'}"]
+    bars = _bar_lines(result.stderr)
     # A summary is due only at the end (log_every 100,000), yet the bar moved about once a second (each
     # refresh waits for the loop iteration under way: slack for a loaded machine's long update rounds).
-    shown = {int(m.group(1)) for m in re.finditer(r"\| (\d+)/\d+ \[[^\]]*steps_per_s=", result.stderr)}
+    shown = {int(re.search(r"\| (\d+)/", bar).group(1)) for bar in bars}
     assert len(shown) >= max(2, int(summary["wall_seconds"]) // 2), (summary["wall_seconds"], sorted(shown))
-    assert max(shown) == summary["env_steps"] and "eps=" in result.stderr and "ret=" in result.stderr
+    assert max(shown) == summary["env_steps"]
+    # One rate per bar, and the returns told apart: the exploration games' and the newest evaluation's.
+    evaluated = ["-", *(f"{float(row.split(',')[2]):.1f}" for row in
+                       (run_dir / "evaluations.csv").read_text().splitlines()[1:])]
+    for bar in bars:
+        assert bar.count("/s") == 1 and re.search(r"step/s, train ret (-|\d+\.\d) \| eval (\S+) \| eps ", bar), bar
+        assert re.search(r"\| eval (\S+) \|", bar).group(1) in evaluated, (bar, evaluated)
+    # The bar closes where training ends, with the training's rate as summary.json has it (a final evaluation
+    # that plays on is not in it), and the line below it says what plays meanwhile.
+    closing = result.stderr.split("\n")[-3:]  # the closing bar, the line below it, and the end of stderr
+    assert re.split(r"\r", closing[0])[-1].strip() == bars[-1]
+    assert f" {summary['env_steps_per_sec']:.2f}step/s, " in bars[-1] and f"| eval {evaluated[-1]} |" in bars[-1]
+    plan = f"final evaluation under way: 2 episodes of the last network (env step {summary['env_steps']})"
+    plan += (f", then 2 of the best-evaluated one (env step {network['env_steps']})" if network["source"] == "best"
+             else ", the best-evaluated one")
+    assert closing[1:] == [plan, ""]
 
 
 def _digest(folder) -> dict:

@@ -17,6 +17,7 @@ def test_run_folder_holds_config_events_checkpoints_and_summary(cartpole_run):
         assert summary[key] >= 0
     assert summary["final_eval_episodes"] == 2
     assert result.stdout.strip().splitlines()[-1] == f"summary: {run_dir / 'summary.json'}"
+    assert result.stderr == ""  # --quiet: no bar, nor the line below it while the final evaluation plays
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     assert config["run"]["seed"] == 3 and config["env"]["id"] == "CartPole"
     markers = sorted(p.name for p in (run_dir / "checkpoints").glob("*.complete"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import select
 import sys
 import tempfile
 
@@ -96,7 +97,46 @@ class OneLineErrorParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+SIGPIPE_EXIT = 128 + 13  # what a shell reports for a command that SIGPIPE ended (`seq 1 1000000 | head -1`)
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether stdout is a pipe or socket whose reader has gone (poll reports an error on it): a
+    BrokenPipeError from anywhere else (an actor's pipe) is a failure, not the user's `| head`."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # no stdout, or one without a file descriptor (io.StringIO)
+        return False
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+
+
+def _discard_stdout() -> None:
+    """Point stdout's file descriptor at os.devnull, so what is still buffered meets no closed pipe when
+    Python flushes it at exit (Python's docs, "Note on SIGPIPE")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 def run_cli(parser: argparse.ArgumentParser, body, argv: list[str] | None) -> int:
+    """Parse `argv`, run `body(args)` and return its exit code; errors end in one line (`_errors_to_codes`),
+    and a reader of stdout that goes away (`| head -3`) ends the command quietly with exit code 141, as
+    SIGPIPE ends any Unix tool, instead of a BrokenPipeError traceback."""
+    try:
+        try:
+            return _errors_to_codes(parser, body, argv)
+        finally:
+            sys.stdout.flush()  # here, not at exit: a reader gone is caught below, not printed as "Exception ignored"
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise
+        _discard_stdout()
+        return SIGPIPE_EXIT
+
+
+def _errors_to_codes(parser: argparse.ArgumentParser, body, argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     try:
         return body(args)

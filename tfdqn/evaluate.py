@@ -15,8 +15,8 @@ from tfdqn.errors import UserError
 from tfdqn.sources import find_source
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineErrorParser(prog="python -m tfdqn.evaluate",
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
+    parser = OneLineErrorParser(prog=prog or "python -m tfdqn.evaluate",
                                 description="Evaluate a checkpoint of a run (the newest complete one unless "
                                             "--checkpoint says otherwise) or an exported policy folder.")
     parser.add_argument("run_dir", metavar="RUN_DIR|POLICY_DIR",
@@ -69,8 +69,9 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_cli(build_parser(), _main, argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """`prog` (e.g. "tfdqn evaluate") names the command in its help and errors; default: python -m tfdqn.evaluate."""
+    return run_cli(build_parser(prog), _main, argv)
 
 
 if __name__ == "__main__":

@@ -11,9 +11,9 @@ from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
 from tfdqn.sources import find_source
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = OneLineErrorParser(
-        prog="python -m tfdqn.export",
+        prog=prog or "python -m tfdqn.export",
         description="Export a checkpoint of a run as a policy folder: a TensorFlow SavedModel (signature "
                     "serving_default: observation -> action, q_values) that loads without tfdqn, the network "
                     "as a .keras file, and the run's config. Every run exports its newest checkpoint to "
@@ -42,8 +42,9 @@ def _main(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    return run_cli(build_parser(), _main, argv)
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """`prog` (e.g. "tfdqn export") names the command in its help and errors; default: python -m tfdqn.export."""
+    return run_cli(build_parser(prog), _main, argv)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,12 @@ from __future__ import annotations
 import argparse
 import pathlib
 import shlex
+import shutil
 import sys
+import textwrap
 import types
+
+import yaml
 
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
@@ -27,16 +31,25 @@ NUMBER_FLAGS = {  # dedicated numeric flags and the config key each one sets; va
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+PROG = "python -m tfdqn.train"
+DESCRIPTION = ("Train DQN with a compiled actor and learner. Configs: tfdqn/configs/cartpole.yaml for "
+               "vector-observation envs, tfdqn/configs/atari.yaml for ALE games; flags and --set override them, and "
+               "read numbers alike (1e5 and 100_000 are integers).")
+
+
+def help_width() -> int:
+    """The width argparse wraps help to (the terminal's, or COLUMNS, less 2), for the text it takes as it is."""
+    return max(shutil.get_terminal_size().columns - 2, 40)
+
+
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     docs = config_lib.field_docs()
-    defaults = config_lib.DQNConfig()
-    keys = "\n".join(f"  {key:<36} {doc} (default {_default(defaults, key)})" for key, doc in docs.items())
     parser = OneLineErrorParser(
-        prog="python -m tfdqn.train", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Train DQN with a compiled actor and learner. Configs: tfdqn/configs/cartpole.yaml for "
-                    "vector-observation envs, tfdqn/configs/atari.yaml for ALE games; flags and --set override them, "
-                    "and read numbers alike (1e5 and 100_000 are integers).",
-        epilog=f"config keys for --set key=value (defaults before any config file):\n{keys}")
+        prog=prog or PROG, formatter_class=argparse.RawDescriptionHelpFormatter, add_help=False,
+        description=textwrap.fill(DESCRIPTION, help_width()))  # the config keys' epilog is set by --help (help_text)
+    parser.add_argument("-h", "--help", action="store_true",
+                        help="show this help, with every config key's value in the config this command line would "
+                             "run (its --env, --config, --preset, --set and flags) and where it comes from, and exit")
     parser.add_argument("--resume", metavar="RUN_DIR",
                         help="continue RUN_DIR from its newest complete checkpoint with its saved config "
                              "(--total-steps N extends it); a complete run is reported and left as it is")
@@ -71,9 +84,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _default(config, key: str):
+def help_text(args: argparse.Namespace, parser: argparse.ArgumentParser) -> str:
+    """--help: the options, then every config key with its value in the config this command line would run
+    and where that value comes from, rather than the dataclass defaults (Breakout's replay holds 1,000,000
+    transitions, not 50,000)."""
+    sources = {}
+    config = resolve_config(args, sources)
+    width = help_width()
+    entries = [_key_entry(config, sources, key, doc, width) for key, doc in config_lib.field_docs().items()]
+    parser.epilog = "\n".join([textwrap.fill(_keys_header(args, config, parser.prog), width), *entries])
+    return parser.format_help()
+
+
+CONFIG_FLAGS = ("env", "config", "preset", "set", *NUMBER_FLAGS, "deterministic", "actors", "ray_address", "track",
+                "wandb_project")  # the flags `resolve_config` reads
+
+
+def _keys_header(args: argparse.Namespace, config: config_lib.DQNConfig, prog: str) -> str:
+    files = ", ".join(args.config) or f"tfdqn/configs/{config_lib.default_config_file(config.env.id).name}"
+    given = any(getattr(args, flag) not in (None, False, []) for flag in CONFIG_FLAGS)
+    runs = "this command line would run" if given else f"{prog} runs with no --env, --config, --preset or --set"
+    header = (f"config keys (--set KEY=VALUE), with the values of the config {runs}: env {config.env.id} "
+              f"from {files}; [brackets] say where each value comes from (default: the dataclass default).")
+    return header if given else f"{header} Another env's: {prog} --env Breakout --help, or --print-config."
+
+
+def _key_entry(config: config_lib.DQNConfig, sources: dict, key: str, doc: str, width: int) -> str:
+    """`  key: value  [origin]`, then the key's doc indented under it, each wrapped to `width`."""
     section, name = key.split(".")
-    return getattr(getattr(config, section), name)
+    value = yaml.safe_dump({key: config_lib.to_dict(config)[section][name]}, default_flow_style=True,
+                           width=1_000_000).strip()[1:-1]
+    line = textwrap.fill(f"{value}  [{sources.get(key, 'default')}]", width, initial_indent="  ",
+                         subsequent_indent="      ")
+    return line + "\n" + textwrap.fill(doc, width, initial_indent="      ", subsequent_indent="      ")
 
 
 def resolve_config(args: argparse.Namespace, sources: dict | None = None) -> config_lib.DQNConfig:
@@ -110,7 +153,7 @@ def parse_profile_steps(text: str | None, total_steps: int) -> tuple[int, int] |
     raise UserError(f"--profile-steps {text!r} is not a step range; allowed: A:B with 1 <= A < B <= {total_steps + 1}")
 
 
-RESUME_FLAGS = {"resume", "total_steps", "print_config", "quiet", "debug"}
+RESUME_FLAGS = {"help", "resume", "total_steps", "print_config", "quiet", "debug"}
 
 
 def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[config_lib.DQNConfig, pathlib.Path]:
@@ -138,6 +181,9 @@ def final_evaluation_line(summary: dict) -> str:
 
 
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    if args.help:
+        print(help_text(args, parser), end="")
+        return 0
     sources = {}
     if args.resume:
         config, run_dir = resume_config(args, parser)
@@ -165,15 +211,16 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                     started=process_start())
     if "stopped_by" in summary:
         print(f"stopped by {summary['stopped_by']} at env step {summary['env_steps']}; checkpoint saved; "
-              f"continue with: python -m tfdqn.train --resume {run_dir}", file=sys.stderr)
+              f"continue with: {parser.prog} --resume {run_dir}", file=sys.stderr)
         return exit_code(summary["stopped_by"])
     print(final_evaluation_line(summary))
     print(f"summary: {run_dir / 'summary.json'}")
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """`prog` (e.g. "tfdqn train") names the command in its help and errors; default: python -m tfdqn.train."""
+    parser = build_parser(prog)
     return run_cli(parser, lambda args: _main(args, parser), argv)
 
 

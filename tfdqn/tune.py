@@ -12,6 +12,7 @@ import sys
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, number, run_cli
 from tfdqn.errors import RunFailure, UserError
+from tfdqn.extras import require
 from tfdqn.presets import PRESETS
 from tfdqn.tuning.search_space import ALLOWED, as_set, parse_params
 from tfdqn.tuning.study import GRACE_HEARTBEATS, HEARTBEAT_SECONDS
@@ -19,9 +20,9 @@ from tfdqn.tuning.study import GRACE_HEARTBEATS, HEARTBEAT_SECONDS
 WORKER_FLAG = "--worker-only"  # a worker that --workers started: it runs trials and leaves the results to its parent
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser = OneLineErrorParser(
-        prog="python -m tfdqn.tune",
+        prog=prog or "python -m tfdqn.tune",
         description="Tune any config key with an Optuna study (TPE sampler, median pruner). Each trial is a "
                     "python -m tfdqn.train run in its own folder under the study's; its periodic evaluations are "
                     "reported as they land, so weak trials are stopped early. Workers on this machine (--workers) "
@@ -109,7 +110,16 @@ def _spawn_workers(argv: list[str], count: int) -> list[int]:
     return [child.wait() for child in children]
 
 
+def require_extra(storage: str | None) -> None:
+    """Refuse in one line, before any folder or trial is made, where the `tune` extra is not installed: a
+    light install (`pip install tfdqn`) has no Optuna."""
+    require("tune", "tuning")
+    if storage and storage.startswith("postgresql://"):
+        require("tune", f"--storage {storage!r}", ("psycopg",))
+
+
 def _main(args, argv: list[str]) -> int:
+    require_extra(args.storage)
     from tfdqn.tuning import results, study as study_lib
     from tfdqn.tuning.trial_run import Objective, TrialRunner
 
@@ -143,9 +153,10 @@ def _main(args, argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str | None = None) -> int:
+    """`prog` (e.g. "tfdqn tune") names the command in its help and errors; default: python -m tfdqn.tune."""
     argv = sys.argv[1:] if argv is None else argv
-    return run_cli(build_parser(), lambda args: _main(args, argv), argv)
+    return run_cli(build_parser(prog), lambda args: _main(args, argv), argv)
 
 
 if __name__ == "__main__":

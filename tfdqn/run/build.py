@@ -163,7 +163,8 @@ def _replay_gib(run: Run) -> float:
 def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None) -> list:
     config, agent = run.config.run, run.agent
     sources = SummarySources(agent.counters, agent.actor, agent.learner, run.timer, run.driver, run.monitor,
-                             run.writer, run.episodes, run.collector, run.checkpoint, lambda: _replay_gib(run))
+                             run.writer, run.episodes, run.collector, run.checkpoint, lambda: _replay_gib(run),
+                             lambda: run.evaluation.last_mean)
     run.evaluation = EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer,
                                     BestCheckpoint(run.run_dir / "checkpoints", agent.online), run.evaluations,
                                     run.clock, config.target_return)

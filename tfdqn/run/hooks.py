@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import pathlib
+import sys
 import time
 from typing import Callable
 
@@ -34,6 +35,10 @@ class PeriodicHook:
     def due(self, before: int, after: int, final: bool) -> bool:
         return crossed(before, after, self.period) or (self.at_end and final and self.period > 0)
 
+    def end_training(self, env_steps: int, env_steps_per_sec: float, next_line: str | None) -> None:
+        """Training ended at `env_steps`, at `env_steps_per_sec` over the whole loop; `next_line` says what
+        the run does next (its final evaluation), or None. Nothing to do, unless the hook says otherwise."""
+
     def close(self) -> None:
         """Release what the hook holds (nothing, unless it says otherwise)."""
 
@@ -46,7 +51,8 @@ class EvaluationHook(PeriodicHook):
     discarded whole: the games that finish first are the short ones, whose returns are not the network's.
 
     `reached_target`: whether an evaluation's mean has reached `target` (`run.target_return`), which
-    ends the run; a resumed run reads it back from the rows it kept."""
+    ends the run; a resumed run reads it back from the rows it kept. `last_mean`: the newest evaluation's
+    mean return (None before the first), which the progress bar shows beside the exploration return."""
 
     phase = "eval"
     reads_weights = True
@@ -55,7 +61,9 @@ class EvaluationHook(PeriodicHook):
         super().__init__(period, at_end=True)
         self._evaluator, self._episodes, self._writer, self._best = evaluator, episodes, writer, best
         self._log, self._clock, self._target = log, clock, target
-        self.reached_target = any(float(row.split(",")[2]) >= target for row in log.rows)
+        means = [float(row.split(",")[2]) for row in log.rows]
+        self.reached_target = any(mean >= target for mean in means)
+        self.last_mean = means[-1] if means else None
 
     def __call__(self, env_steps: int) -> None:
         returns = self._evaluator.evaluate(self._episodes, env_steps)
@@ -65,6 +73,7 @@ class EvaluationHook(PeriodicHook):
             self._log.write(env_steps, round(self._clock.seconds(), 3), mean, float(np.std(returns)))
             self._best.offer(env_steps, returns)
             self.reached_target = self.reached_target or mean >= self._target
+            self.last_mean = mean
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +91,7 @@ class SummarySources:
     collector: object     # its `metrics()`: policy lag where actors act
     checkpoint: object    # run.saving.CheckpointService: `check_finite`, `drain_cost`
     replay_gib: Callable[[], float]  # the replay's filled part, in GiB
+    last_eval: Callable[[], float | None] = lambda: None  # EvaluationHook.last_mean, for the progress bar
 
 
 def in_gib(system: dict) -> dict:
@@ -89,10 +99,31 @@ def in_gib(system: dict) -> dict:
     return {key.removesuffix("_bytes") + "_gib": value / 2**30 for key, value in system.items() if key.endswith("_bytes")}
 
 
+class ProgressBar(tqdm.tqdm):
+    """A tqdm bar that shows the rate it is given (`shown_rate`, env steps/s) in place of tqdm's own estimate,
+    so the bar shows one rate and its time left follows it (tqdm's way: a `format_dict` override)."""
+
+    shown_rate: float | None = None  # None: tqdm's own, env steps since the bar started over its time
+
+    @property
+    def format_dict(self) -> dict:
+        return {**super().format_dict, "rate": self.shown_rate}
+
+
+def bar_postfix(recent_returns, eval_mean: float | None, epsilon: float) -> str:
+    """The exploration games' recent mean return, the newest evaluation's mean, and epsilon, labelled so
+    the two returns are not read for one another."""
+    train = f"{np.mean(recent_returns):.1f}" if len(recent_returns) else "-"
+    evaluated = "-" if eval_mean is None else f"{eval_mean:.1f}"
+    return f"train ret {train} | eval {evaluated} | eps {epsilon:.3f}"
+
+
 class SummaryHook(PeriodicHook):
     """Writes one summary per period: episodes, epsilon, losses, throughput, phase shares, system load;
     and, unless quiet, refreshes the progress bar every second whatever the period (a long period
-    would freeze it), at the cost of one clock read per loop iteration.
+    would freeze it), at the cost of one clock read per loop iteration. The bar's rate is that of the
+    last second; it closes where training ends with the whole training's rate (`end_training`), so a
+    final evaluation that plays for minutes neither freezes it nor counts in it.
 
     `perf/share_*` are shares of the loop thread's wall time and add up to 1; `perf/learner_busy_share`
     is the share of wall time the learner spent updating, in whichever thread it runs. A phase's share
@@ -107,8 +138,8 @@ class SummaryHook(PeriodicHook):
         super().__init__(period, at_end=True)
         self._s = sources
         self._last = sources.counters.read()
-        self._bar = tqdm.tqdm(total=total_steps, initial=self._last[0], disable=quiet, unit="step",
-                              dynamic_ncols=True)
+        self._bar = ProgressBar(total=total_steps, initial=self._last[0], disable=quiet, unit="step",
+                                dynamic_ncols=True, postfix=None if quiet else self._postfix())
         self._bar_shown = (time.monotonic(), self._last[0])  # when the bar was last refreshed, at which env step
         self._summary_due = False
 
@@ -124,16 +155,30 @@ class SummaryHook(PeriodicHook):
             self._show(env_steps)
 
     def _show(self, env_steps: int) -> None:
-        """The bar at `env_steps`, with env steps/s since its last refresh, recent return and epsilon."""
+        """The bar at `env_steps`, with env steps/s since its last refresh, recent returns and epsilon."""
         now = time.monotonic()
         seconds, steps = now - self._bar_shown[0], env_steps - self._bar_shown[1]
-        recent = self._s.episodes.recent
-        self._bar.set_postfix(steps_per_s=f"{steps / seconds:.0f}" if seconds > 0 else "-",
-                              ret=f"{np.mean(recent):.1f}" if recent else "nan",
-                              eps=f"{float(self._s.actor.epsilon().numpy()):.3f}", refresh=False)
+        self._bar.shown_rate = steps / seconds if seconds > 0 else None
+        self._move_bar(env_steps)
+        self._bar_shown = (now, env_steps)
+
+    def _postfix(self) -> str:
+        return bar_postfix(self._s.episodes.recent, self._s.last_eval(), float(self._s.actor.epsilon().numpy()))
+
+    def _move_bar(self, env_steps: int) -> None:
+        self._bar.set_postfix_str(self._postfix(), refresh=False)
         self._bar.total = max(self._bar.total, env_steps)  # N envs may end a few steps past total_steps
         self._bar.update(env_steps - self._bar.n)
-        self._bar_shown = (now, env_steps)
+
+    def end_training(self, env_steps: int, env_steps_per_sec: float, next_line: str | None) -> None:
+        """Close the bar at `env_steps` with the training's rate, then print `next_line` below it."""
+        if self._bar.disable:
+            return
+        self._bar.shown_rate = env_steps_per_sec
+        self._move_bar(env_steps)
+        self._bar.close()
+        if next_line:
+            print(next_line, file=sys.stderr, flush=True)
 
     def _summarize(self, env_steps: int) -> None:
         s = self._s

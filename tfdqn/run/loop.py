@@ -19,6 +19,7 @@ from tfdqn.errors import RunFailure
 from tfdqn.run.build import Run, build_run
 from tfdqn.run.collectors import CollectionStopped, CollectorFailure
 from tfdqn.run.summary import finish, summarize
+from tfdqn.sources import read_best
 
 
 def _run_due_hooks(run: Run, before: int, env_steps: int, final: bool) -> None:
@@ -71,6 +72,28 @@ def run_loop(run: Run) -> int:
     return env_steps
 
 
+def _final_evaluation_plan(run: Run, env_steps: int) -> str:
+    """What `summary.finish` plays: the last network, then the best-evaluated one where periodic evaluation
+    kept an earlier one."""
+    episodes = run.config.run.final_eval_episodes
+    best = read_best(run.run_dir / "checkpoints")
+    line = f"final evaluation under way: {episodes} episodes of the last network (env step {env_steps})"
+    if best is None:
+        return line
+    if best["env_steps"] == env_steps:
+        return f"{line}, the best-evaluated one"
+    return f"{line}, then {episodes} of the best-evaluated one (env step {best['env_steps']})"
+
+
+def _end_training(run: Run, summary: dict) -> None:
+    """Tell the hooks training ended, at the rate summary.json records, and what follows: the progress bar
+    closes there and says that the final evaluation is playing (for minutes on Atari), if the run goes on
+    to one."""
+    plan = None if run.stop.requested else _final_evaluation_plan(run, summary["env_steps"])
+    for hook in run.hooks:
+        hook.end_training(summary["env_steps"], summary["env_steps_per_sec"], plan)
+
+
 def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
           profile_steps: tuple[int, int] | None = None, resume: bool = False, started: float | None = None) -> dict:
     """Train to `config.run.total_steps` env steps or the target return; returns the summary also written
@@ -83,6 +106,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     with build_run(config, run_dir, resume, quiet, profile_steps, started) as run, run.stop:
         env_steps = run_loop(run)
         summary = summarize(run, env_steps)
+        _end_training(run, summary)
         if not run.stop.requested:
             summary.update(finish(run, env_steps))
         if run.stop.requested:  # before or during the final evaluation
