@@ -8,6 +8,7 @@ matplotlib, rliable, Ray, Optuna and wandb are truly absent there."""
 from __future__ import annotations
 
 import importlib.metadata
+import importlib.util
 import os
 import pathlib
 import shutil
@@ -82,7 +83,8 @@ def plain(root: pathlib.Path) -> pathlib.Path:
     copy_source(source)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = pathlib.Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
-    for name in sorted(requirement_closure("tfdqn") | set(BUILD)):
+    build = {name for name in BUILD if importlib.util.find_spec(name) is not None}  # wheel: older setuptools only
+    for name in sorted(requirement_closure("tfdqn") | build):
         _link_distribution(name, site)
     _install_tfdqn(venv, source)
     return venv
