@@ -18,6 +18,7 @@ import yaml
 
 from tfdqn.atomic import atomic_write
 from tfdqn.errors import UserError
+from tfdqn.extras import require
 
 # The YAML configs ship inside the package, so a non-editable install finds them from any folder.
 CONFIG_DIR = pathlib.Path(str(importlib.resources.files("tfdqn") / "configs"))
@@ -528,9 +529,8 @@ def _validate_replay_size(c: DQNConfig) -> None:
 
 def _validate_actors(a: ActorsConfig, env: EnvConfig) -> None:
     _check(a.kind in ("inline", "process", "ray"), "actors.kind", a.kind, "inline, process, ray")
-    if a.kind == "ray" and importlib.util.find_spec("ray") is None:  # before the run folder, not at the first actor
-        raise UserError('actors.kind = ray needs Ray, which is not installed; allowed: pip install "tfdqn[ray]", or '
-                        'actors.kind = process')
+    if a.kind == "ray":  # checked before the run folder is made, not at the first actor
+        require("ray", "actors.kind = ray", instead="actors.kind = process")
     for key in ("count", "envs_per_actor", "weight_sync_period", "chunk_steps"):
         _check(getattr(a, key) >= 1, f"actors.{key}", getattr(a, key), "an integer >= 1")
     _check(a.exploration in ("schedule", "apex"), "actors.exploration", a.exploration, "schedule, apex")

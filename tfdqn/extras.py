@@ -17,8 +17,10 @@ def missing(extra: str, modules: tuple[str, ...] | None = None) -> str | None:
     return next((name for name in modules or EXTRAS[extra] if importlib.util.find_spec(name) is None), None)
 
 
-def require(extra: str, feature: str, modules: tuple[str, ...] | None = None) -> None:
-    """Raise a one-line UserError naming the pip install that brings `extra` if one of its modules is missing."""
+def require(extra: str, feature: str, modules: tuple[str, ...] | None = None, instead: str | None = None) -> None:
+    """Raise a one-line UserError naming the pip install that brings `extra` (or what else to do, `instead`)
+    if one of its modules is missing."""
     name = missing(extra, modules)
     if name is not None:
-        raise UserError(f"{feature} needs {name}, which is not installed; allowed: pip install \"tfdqn[{extra}]\"")
+        other = f", or {instead}" if instead else ""
+        raise UserError(f"{feature} needs {name}, which is not installed; allowed: pip install \"tfdqn[{extra}]\"{other}")

@@ -21,18 +21,17 @@ import logging
 import os
 
 from tfdqn.actors.transport import ActorDied, ActorError
-from tfdqn.errors import UserError, one_line
+from tfdqn.errors import one_line
+from tfdqn.extras import require
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # chunks are small and short-lived; Ray's default takes 30% of memory
 LOCAL_SYSTEM_CONFIG = {"task_events_report_interval_ms": 0, "enable_metrics_collection": False, "event_stats": False}
 
 
 def _import_ray():
-    try:
-        import ray
-    except ImportError:
-        raise UserError('actors.kind = ray needs Ray, which is not installed; allowed: pip install "tfdqn[ray]", or '
-                        'actors.kind = process') from None
+    require("ray", "actors.kind = ray", instead="actors.kind = process")
+    import ray
+
     return ray
 
 

@@ -211,17 +211,12 @@ def _main(args) -> int:
     _check(args)
     where = sweep.placement(args)
     record = sweep.open_record(args.out, "atari100k")
-    for game, seed in sweep.removals(args.remove):
-        record.remove(game=game, config_hash=recipe_hash(game_config(args, game, seed)), seed=seed)
-        print(f"removed {game} seed {seed} of this recipe from the record {args.out}")
-    if args.remove:
-        record.save()
+    sweep.apply_removals(record, args.remove, lambda game, seed: recipe_hash(game_config(args, game, seed)))
     suite = recipe_hash(game_config(args, args.games[0], 0), without=SUITE_KEYS)
-    in_suite = lambda run: run.get("suite_hash") == suite  # noqa: E731
     entry = lambda run, outcome: {**sweep.run_facts(run, outcome), "preset": args.preset, "set": args.set}  # noqa: E731
     code = sweep.settle(record, plan(args, pathlib.Path(args.logdir)), entry, collect, where, args.report_only,
-                        [run["run_seconds"] for run in record.runs if in_suite(run)])
-    runs = [run for run in record.runs if in_suite(run) and run["game"] in args.games and run["seed"] in args.seeds]
+                        [run["run_seconds"] for run in record.of_recipe(suite, "suite_hash")])
+    runs = [run for run in record.of_recipe(suite, "suite_hash") if run["game"] in args.games and run["seed"] in args.seeds]
     if not runs:
         if code:
             return code
@@ -231,10 +226,7 @@ def _main(args) -> int:
     record.report(suite, {"command": args.command,
                           "machine": machine(), "preset": args.preset, "set": args.set, "games": rows,
                           "aggregate": aggregate, "published_iqm_26_games": PUBLISHED_IQM})
-    others = {}
-    for run in record.runs:
-        if not in_suite(run):
-            others[run.get("suite_hash")] = others.get(run.get("suite_hash"), 0) + 1
+    others = record.other_recipes(suite, "suite_hash")
     table = markdown_table(args.preset, rows, aggregate) + "\n" + recipe_line(args, suite, others) + "\n"
     record.save()
     publish_table(table, args.table)

@@ -8,6 +8,7 @@ recipes in one file are told apart and never pooled. Every write is atomic.
 
 from __future__ import annotations
 
+import collections
 import datetime
 import json
 import pathlib
@@ -68,8 +69,9 @@ class Record:
         wanted = tuple(identity[name] for name in self.identity)
         return next((run for run in self.runs if self._id(run) == wanted), None)
 
-    def of_recipe(self, config_hash: str) -> list[dict]:
-        return [run for run in self.runs if run["config_hash"] == config_hash]
+    def of_recipe(self, recipe: str, field: str = "config_hash") -> list[dict]:
+        """The runs of one recipe: those whose `field` (the config hash, or a suite's hash) is `recipe`."""
+        return [run for run in self.runs if run.get(field) == recipe]
 
     def put(self, run: dict) -> None:
         """Record a finished run (replacing the entry with its identity) and write the file at once; the run
@@ -94,10 +96,6 @@ class Record:
     def save(self) -> None:
         write_json(self.path, self.data)
 
-    def other_recipes(self, config_hash: str) -> dict[str, int]:
-        """Runs per recipe that is not `config_hash`'s, so a report can say what else the file holds."""
-        counts: dict[str, int] = {}
-        for run in self.runs:
-            if run["config_hash"] != config_hash:
-                counts[run["config_hash"]] = counts.get(run["config_hash"], 0) + 1
-        return counts
+    def other_recipes(self, recipe: str, field: str = "config_hash") -> dict[str, int]:
+        """Runs per recipe (by `field`) that is not `recipe`, so a report can say what else the file holds."""
+        return dict(collections.Counter(run.get(field) for run in self.runs if run.get(field) != recipe))

@@ -49,6 +49,16 @@ def removals(texts: list[str]) -> list[tuple[str, int]]:
     return pairs
 
 
+def apply_removals(record: Record, texts: list[str], config_hash_of) -> None:
+    """Take the runs `--remove` names (`config_hash_of(game, seed)`: this recipe's) out of the record, the only
+    way a run leaves it, and write it."""
+    for game, seed in removals(texts):
+        record.remove(game=game, config_hash=config_hash_of(game, seed), seed=seed)
+        print(f"removed {game} seed {seed} of this recipe from the record {record.path}")
+    if texts:
+        record.save()
+
+
 def open_record(out: str, tool: str) -> Record:
     return Record(pathlib.Path(out), tool, IDENTITY)
 

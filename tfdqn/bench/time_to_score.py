@@ -162,12 +162,8 @@ def _main(args) -> int:
     where = sweep.placement(args)
     record = sweep.open_record(args.out, "time-to-score")
     planned = plan(args)
-    for game, seed in sweep.removals(args.remove):
-        record.remove(game=game, config_hash=planned[0].key.config_hash, seed=seed)
-        print(f"removed {game} seed {seed} of this recipe from the record {args.out}")
-    if args.remove:
-        record.save()
-    recipe = planned[0].key.config_hash
+    recipe = planned[0].key.config_hash  # the seed is not in it
+    sweep.apply_removals(record, args.remove, lambda game, seed: recipe)
     entry = lambda run, outcome: {**sweep.run_facts(run, outcome), "preset": args.preset}  # noqa: E731
     code = sweep.settle(record, planned, entry, collect, where, args.report_only,
                         [run["run_seconds"] for run in record.of_recipe(recipe)])
