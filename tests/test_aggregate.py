@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from tests.conftest import REPO, SMALL_CONFIG, run_module
+from tests.conftest import SMALL_CONFIG, run_module
 from tfdqn import config as config_lib
 
 from tfdqn.bench import aggregate

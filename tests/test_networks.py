@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from tfdqn.agent.heads import HeadSpec
 from tfdqn.agent.networks import Dense, nature_cnn, small_cnn
 
 
@@ -55,6 +56,18 @@ def test_nature_cnn_takes_uint8_stacks_and_gives_float32_q_values():
     assert q.shape == (3, 6) and q.dtype == tf.float32
     conv = (8 * 8 * 4 + 1) * 32 + (4 * 4 * 32 + 1) * 64 + (3 * 3 * 64 + 1) * 64
     assert model.count_params() == conv + (7 * 7 * 64 + 1) * 512 + (512 + 1) * 6
+
+
+def test_same_padding_is_dopamines_atari_100k_network():
+    """jax/networks.py FullRainbowNetwork (Dopamine 5873f54): flax convolutions padded SAME, 84 -> 21 -> 11 -> 11,
+    one shared dense 512, then dueling value and advantage layers."""
+    model = nature_cnn((4, 84, 84), 4, head=HeadSpec(dueling=True), padding="same")
+    assert model(np.zeros((2, 4, 84, 84), np.uint8)).shape == (2, 4)
+    flatten = next(layer for layer in model.layers if isinstance(layer, keras.layers.Flatten))
+    assert flatten.output.shape == (None, 11 * 11 * 64)
+    conv = (8 * 8 * 4 + 1) * 32 + (4 * 4 * 32 + 1) * 64 + (3 * 3 * 64 + 1) * 64
+    assert model.count_params() == conv + (7_744 + 1) * 512 + (512 + 1) * (1 + 4)
+    assert round(model.count_params() / 1e6, 2) == 4.05
 
 
 def test_small_cnn_keeps_an_11x11_map_of_a_42x42_frame():

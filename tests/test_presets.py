@@ -9,12 +9,12 @@ import pytest
 import tfdqn
 from tests.conftest import REPO, SMALL_CARTPOLE
 from tfdqn import config as config_lib
-from tfdqn.presets import PRESETS
+from tfdqn.presets import PRESETS, preset_settings
 
 
 PRINT_EVERY_PRESET = """
 import sys
-from tfdqn.presets import PRESETS
+from tfdqn.presets import PRESETS, preset_settings
 from tfdqn.train import main
 for preset in PRESETS:
     print("=== " + preset, flush=True)
@@ -30,10 +30,29 @@ def test_print_config_exits_0_for_each_preset_on_pong_and_names_each_values_sour
     assert list(printed) == list(PRESETS)
     for preset, text in printed.items():
         lines = text.splitlines()
-        n_step = next(line for line in lines if line.strip().startswith("n_step:"))
-        assert f"[preset recipe: {PRESETS[preset].source}]" in n_step and "(Hessel et al. 2018 use 3)" in n_step
-        assert any(line.strip().startswith("clip_rewards: true") and "[file atari.yaml]" in line for line in lines)
+        n_step = _key_line(lines, "learner.n_step")
+        assert n_step.endswith(f"[{preset_settings(preset, True)['learner.n_step'][1]}]")
+        assert "(Hessel et al. 2018 use 3)" in n_step
         assert all("  # " in line and line.endswith("]") for line in lines if line.startswith("  "))
+        differences = [line for line in lines if line.startswith("#  - ")]
+        assert differences == [f"#  - {d.line()}" for d in PRESETS[preset].differences]
+    der, drq = printed["der"].splitlines(), printed["drq_eps"].splitlines()
+    for key in ("exploration.epsilon_start", "exploration.epsilon_end"):  # noisy nets: the rule says why
+        assert _key_line(der, key).startswith(f"  {key.split('.')[1]}: 0.0  #") and f"[{config_lib.NOISY_RULE}]" in \
+            _key_line(der, key)
+    assert _key_line(der, "network.noisy_sigma0").startswith("  noisy_sigma0: 0.1  #")
+    assert "jax/networks.py:504" in _key_line(der, "network.noisy_sigma0")
+    for key, value in [("env.fire_on_reset", "false"), ("exploration.epsilon_delay_steps", "1600"),
+                       ("network.conv_padding", "same"), ("env.noop_max", "116")]:
+        assert _key_line(drq, key).startswith(f"  {key.split('.')[1]}: {value}  #")
+    assert "dqn_agent.py:171" in _key_line(drq, "exploration.epsilon_delay_steps")
+
+
+def _key_line(lines: list, key: str) -> str:
+    """The line of `key` in --print-config's YAML (the section's line comes first)."""
+    section, name = key.split(".")
+    start = lines.index(f"{section}:")
+    return next(line for line in lines[start:] if line.startswith(f"  {name}:"))
 
 
 def test_presets_adapt_to_vector_observations_and_overrides_win():

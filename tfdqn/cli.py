@@ -11,6 +11,7 @@ import tempfile
 
 from tfdqn import config as config_lib
 from tfdqn.errors import RunFailure, UserError
+from tfdqn.parent_death import die_with_parent
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter off stderr
 
@@ -137,6 +138,7 @@ def run_cli(parser: argparse.ArgumentParser, body, argv: list[str] | None) -> in
 
 
 def _errors_to_codes(parser: argparse.ArgumentParser, body, argv: list[str] | None) -> int:
+    die_with_parent()  # a tuning worker or trial run goes with the process that started it
     args = parser.parse_args(argv)
     try:
         return body(args)

@@ -37,7 +37,7 @@ class EnvConfig:
     frame_stack: int = _field(1, "frames per observation (Atari: 4, Mnih et al. 2015)")
     noop_max: int = _field(30, "Atari: no-op start, a random number of NOOP emulator frames (not agent steps) "
                                "before each new game, uniform in 0..noop_max, with one env and with vector envs "
-                               "alike (Dopamine's protocol); 0: none")
+                               "alike; 0: none")
     frame_skip: int = _field(4, "Atari: emulator frames per agent step, max over the last two (Mnih et al. 2015)")
     screen_size: int = _field(84, "Atari: square grayscale frame side in pixels (Mnih et al. 2015)")
     terminal_on_life_loss: bool = _field(True, "Atari: a lost life ends the episode for learning only (Mnih et al. 2015)")
@@ -75,7 +75,10 @@ class NetworkConfig:
     dueling: bool = _field(False, "dueling head: Q = V + A - mean(A), value and advantage streams (Wang et al. 2016)")
     noisy: bool = _field(False, "noisy linear layers after the body, factorised Gaussian noise drawn per call "
                                 "(Fortunato et al. 2018); exploration epsilon then defaults to 0")
-    noisy_sigma0: float = _field(0.5, "noisy: initial noise scale sigma0 / sqrt(inputs) (Fortunato et al. 2018)")
+    noisy_sigma0: float = _field(0.5, "noisy: initial noise scale sigma0 / sqrt(inputs) (Fortunato et al. 2018: 0.5; "
+                                      "data-efficient Rainbow, van Hasselt et al. 2019: 0.1)")
+    conv_padding: str = _field("valid", "nature_cnn: convolution padding, valid (Mnih et al. 2015: a 7x7x64 map from "
+                                        "84x84 frames) or same (Dopamine's Atari-100k network: 11x11x64)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +131,8 @@ class ExplorationConfig:
     epsilon_start: float = _field(1.0, "random-action probability at env step 0")
     epsilon_end: float = _field(0.05, "random-action probability after the decay")
     epsilon_decay_steps: int = _field(10_000, "env steps of linear decay from start to end")
+    epsilon_delay_steps: int = _field(0, "env steps epsilon holds at epsilon_start before its decay begins "
+                                         "(Dopamine's warm-up: the first learning_starts steps)")
     eval_epsilon: float = _field(0.0, "random-action probability during evaluation")
 
 
@@ -423,6 +428,7 @@ def validate(c: DQNConfig) -> None:
     non_negative = [("run.learning_starts", c.run.learning_starts), ("run.seed", c.run.seed),
                     ("run.checkpoint_every", c.run.checkpoint_every), ("run.eval_every", c.run.eval_every),
                     ("exploration.epsilon_decay_steps", c.exploration.epsilon_decay_steps),
+                    ("exploration.epsilon_delay_steps", c.exploration.epsilon_delay_steps),
                     ("learner.learning_rate_decay_updates", c.learner.learning_rate_decay_updates),
                     ("env.noop_max", c.env.noop_max), ("learner.augment_pad", c.learner.augment_pad)]
     for key, value in non_negative:
@@ -444,6 +450,7 @@ def validate(c: DQNConfig) -> None:
     _check(c.compute.act_device in ("auto", "cpu"), "compute.act_device", c.compute.act_device, "auto, cpu")
     _check(c.network.kind in ("auto", "mlp", "nature_cnn", "small_cnn"), "network.kind", c.network.kind,
            "auto, mlp, nature_cnn, small_cnn")
+    _check(c.network.conv_padding in ("valid", "same"), "network.conv_padding", c.network.conv_padding, "valid, same")
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")
     _check(c.learner.n_step >= 1, "learner.n_step", c.learner.n_step, "an integer >= 1")
@@ -550,35 +557,48 @@ def default_config_file(env_name: str) -> pathlib.Path:
     return CONFIG_DIR / ("atari.yaml" if is_atari_id(env_id) else "cartpole.yaml")
 
 
-# Noisy nets explore by their noise (Fortunato et al. 2018): epsilon is 0 unless a file, a preset or an
-# override sets it.
-NOISY_EXPLORATION = {"exploration.epsilon_start": 0.0, "exploration.epsilon_end": 0.0}
+# Where a value can come from, in the order the layers apply; `--print-config` shows each key's.
+DEFAULT, SET = "default", "--set or a flag"
+NOISY_RULE = ("rule: noisy nets explore by their noise, so epsilon is 0 unless --set or a --config file sets it "
+              "(Fortunato et al. 2018; Dopamine's full Rainbow agent acts so)")
 
 
 def resolve_config(files: list, overrides: dict, preset: str | None = None, sources: dict | None = None) -> DQNConfig:
-    """The config a command line runs: `files` (none: the packaged one for the env), then the settings
-    the env id implies (`tfdqn.envs.names.implied_settings`: sticky actions, frame skip) for every key
-    that neither a given file (its own keys, not those it extends), the preset nor an override sets, then
-    the preset's settings for the env's kind (`tfdqn.presets`), then epsilon 0 for noisy nets where
-    nothing set it, then the overrides. `sources` (optional) receives each key's origin."""
-    from tfdqn.envs.names import implied_settings, is_atari_name  # envs import this module's dataclasses
+    """The config a command line runs, resolved once. Layers, each value keeping its origin: the defaults, the
+    config files (`files`; none: the packaged one for the env), the preset's settings for the env's kind
+    (`tfdqn.presets`: its recipe, or an adaptation saying why), then `overrides` (--set and the flags). Then the
+    conditional defaults, in `derived_settings`, from what the layers resolved and who set it, never from which
+    layers happen to name a key. `sources` (optional) receives each key's origin."""
+    from tfdqn.envs.names import is_atari_name  # envs import this module's dataclasses
     from tfdqn.presets import preset_settings
 
     given = [pathlib.Path(f) for f in files]
     paths = given or [default_config_file(str(overrides.get("env.id") or DQNConfig().env.id))]
     files_layers = [{key: (raw, f"file {path.name}") for key, raw in read_yaml(path).items()} for path in paths]
-    set_layer = {key: (raw, "--set or a flag") for key, raw in overrides.items()}
+    set_layer = {key: (raw, SET) for key, raw in overrides.items()}
     env_id = _build([*files_layers, set_layer]).env.id
     preset_layer = preset_settings(preset, is_atari_name(env_id)) if preset else {}
-    explicit = set(overrides) | set(preset_layer) | set().union(*(_flatten(path, _load(path)) for path in given))
-    implied = {key: (value, f"implied by env {env_id}") for key, value in implied_settings(env_id).items()
-               if key not in explicit}
-    layers = [*files_layers, implied, preset_layer, set_layer]
-    if _build(layers).network.noisy and not explicit & set(NOISY_EXPLORATION):
-        noisy = {key: (value, "noisy nets explore by their noise (Fortunato et al. 2018)")
-                 for key, value in NOISY_EXPLORATION.items()}
-        layers.insert(-1, noisy)
+    layers = [*files_layers, preset_layer, set_layer]
+    # The user's own keys: --set, the flags and the files given (their own keys, not those they extend).
+    user = set(overrides).union(*(_flatten(path, _load(path)) for path in given))
+    layers.append(derived_settings(_build(layers), env_id, user, set(preset_layer)))
     return _build(layers, sources)
+
+
+def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) -> dict:
+    """The conditional defaults, in one place: key -> (value, the rule that sets it).
+    - What the env id implies (`tfdqn.envs.names.implied_settings`: ALE v5's sticky actions and frame skip),
+      for every key that neither the user nor the preset sets.
+    - Noisy nets => epsilon 0 (`NOISY_RULE`), unless the user sets an epsilon key. A preset never sets both
+      (tests/test_preset_sources.py): its epsilon would be dead, as DER.gin's is in Dopamine."""
+    from tfdqn.envs.names import implied_settings  # envs import this module's dataclasses
+
+    derived = {key: (value, f"implied by env {env_id}") for key, value in implied_settings(env_id).items()
+               if key not in user | preset}
+    epsilon = ("exploration.epsilon_start", "exploration.epsilon_end")
+    if layered.network.noisy and not user & set(epsilon):
+        derived.update({key: (0.0, NOISY_RULE) for key in epsilon})
+    return derived
 
 
 def to_dict(config: DQNConfig) -> dict:

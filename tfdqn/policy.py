@@ -59,7 +59,7 @@ def build_network(config: config_lib.DQNConfig, spec: EnvSpec) -> keras.Model:
     """The config's Q-network computing in float32, whatever precision the run trained in."""
     return make_network(config.network.kind, spec.observation_shape, spec.frame_dtype, spec.num_actions,
                         config.network.hidden_sizes, dtype_policy="float32",
-                        head=head_spec(config.network, config.learner))
+                        head=head_spec(config.network, config.learner), conv_padding=config.network.conv_padding)
 
 
 def restore_weights(source: Source, network: keras.Model) -> int:

@@ -142,6 +142,17 @@ def resolve_config(args: argparse.Namespace, sources: dict | None = None) -> con
     return config
 
 
+def preset_differences(args: argparse.Namespace, config: config_lib.DQNConfig) -> str:
+    """Where the preset's Atari recipe still differs from its reference run (none off Atari, where the preset
+    is adapted, nor for a resumed run, which keeps its saved config)."""
+    from tfdqn.envs.names import is_atari_name
+    from tfdqn.presets import PRESETS
+
+    if args.resume or not args.preset or not is_atari_name(config.env.id):
+        return ""
+    return PRESETS[args.preset].differences_text(args.preset)
+
+
 def parse_profile_steps(text: str | None, total_steps: int) -> tuple[int, int] | None:
     """`A:B` with 1 <= A < B <= total_steps + 1 (each read as --set reads an integer), or a one-line error."""
     if text is None:
@@ -191,7 +202,7 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     else:
         config = resolve_config(args, sources)
     if args.print_config:
-        print(config_lib.annotated_yaml(config, sources), end="")
+        print(config_lib.annotated_yaml(config, sources) + preset_differences(args, config), end="")
         return 0
     profile_steps = parse_profile_steps(args.profile_steps, config.run.total_steps)
     if args.resume:

@@ -13,6 +13,7 @@ from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, number, run_cli
 from tfdqn.errors import RunFailure, UserError
 from tfdqn.extras import require
+from tfdqn.parent_death import child_environment
 from tfdqn.presets import PRESETS
 from tfdqn.tuning.search_space import ALLOWED, as_set, parse_params
 from tfdqn.tuning.study import GRACE_HEARTBEATS, HEARTBEAT_SECONDS
@@ -103,10 +104,8 @@ def check(args, params) -> config_lib.DQNConfig:
 
 def _spawn_workers(argv: list[str], count: int) -> list[int]:
     """Run `count` worker processes of this same command to their end; their exit codes."""
-    from tfdqn.tuning.trial_run import die_with_parent
-
-    children = [subprocess.Popen([sys.executable, "-m", "tfdqn.tune", *argv, WORKER_FLAG],
-                                 preexec_fn=die_with_parent) for _ in range(count)]
+    children = [subprocess.Popen([sys.executable, "-m", "tfdqn.tune", *argv, WORKER_FLAG], env=child_environment())
+                for _ in range(count)]
     return [child.wait() for child in children]
 
 

@@ -44,7 +44,8 @@ class Actor:
     def epsilon(self) -> tf.Tensor:
         """The schedule's epsilon at the current env step (read by the logger)."""
         e = self._exploration
-        return linear_epsilon(self.env_steps, e.epsilon_start, e.epsilon_end, e.epsilon_decay_steps)
+        return linear_epsilon(self.env_steps, e.epsilon_start, e.epsilon_end, e.epsilon_decay_steps,
+                              e.epsilon_delay_steps)
 
     def _choose(self, observation: tf.Tensor, epsilon: tf.Tensor, generator: tf.random.Generator,
                 training: bool) -> tf.Tensor:

@@ -96,7 +96,8 @@ def build_network(config: DQNConfig, observation_shape: tuple, observation_dtype
     head = head_spec(config.network, config.learner, noise_seed=derive_seed(seed, NOISE, copy))
     with tf.device(CPU if on_cpu else None):
         return make_network(config.network.kind, observation_shape, observation_dtype, num_actions,
-                            config.network.hidden_sizes, dtype_policy=policy, seed=seed, head=head)
+                            config.network.hidden_sizes, dtype_policy=policy, seed=seed, head=head,
+                            conv_padding=config.network.conv_padding)
 
 
 def _acts_on_cpu(compute: ComputeConfig) -> bool:

@@ -3,13 +3,13 @@
 import tensorflow as tf
 
 
-def linear_epsilon(env_steps, start: float, end: float, decay_steps: int) -> tf.Tensor:
-    """Epsilon decays linearly from `start` to `end` over `decay_steps` env steps, then stays at `end`."""
-    progress = tf.cast(env_steps, tf.float32) / float(max(decay_steps, 1))
+def linear_epsilon(env_steps, start: float, end: float, decay_steps: int, delay_steps: int = 0) -> tf.Tensor:
+    """Epsilon holds at `start` for `delay_steps` env steps, decays linearly to `end` over the next
+    `decay_steps`, then stays at `end`: Dopamine's `linearly_decaying_epsilon` with its warm-up as the delay."""
+    progress = tf.cast(env_steps - delay_steps, tf.float32) / float(max(decay_steps, 1))
     if decay_steps == 0:
-        progress = tf.ones_like(progress)
-    return start + tf.minimum(progress, 1.0) * (end - start)
-
+        progress = tf.cast(env_steps >= delay_steps, tf.float32)
+    return start + tf.clip_by_value(progress, 0.0, 1.0) * (end - start)
 
 
 def apex_epsilon(actor: int, actors: int) -> float:

@@ -89,18 +89,21 @@ def mlp(observation_shape: tuple, num_actions: int, hidden_sizes: tuple, dtype_p
 
 
 def nature_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "float32",
-               seed: int | None = None, head: HeadSpec = HeadSpec()) -> keras.Model:
+               seed: int | None = None, head: HeadSpec = HeadSpec(), padding: str = "valid") -> keras.Model:
     """The Nature DQN (Mnih et al. 2015): conv 32x8x8/4, 64x4x4/2, 64x3x3/1, then the head's dense 512.
 
+    `padding` "valid" is the Nature network's (84x84 frames end in a 7x7x64 map); "same" is Dopamine's
+    Atari-100k network (flax's default padding, jax/networks.py FullRainbowNetwork: an 11x11x64 map, so the
+    dense layer reads 7,744 features and the network holds about 2.4 times the weights).
     Input is a uint8 stack [stack, height, width]; it is moved to channels-last (the layout CPU
     convolutions support) and scaled to [0, 1] inside the graph."""
     layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
     x = keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32"))
     x = keras.layers.Permute((2, 3, 1), dtype=policy)(x) if len(observation_shape) == 3 else x[..., None]
-    x = layers.conv(32, 8, strides=4)(x)
-    x = layers.conv(64, 4, strides=2)(x)
-    x = layers.conv(64, 3, strides=1)(x)
+    x = layers.conv(32, 8, strides=4, padding=padding)(x)
+    x = layers.conv(64, 4, strides=2, padding=padding)(x)
+    x = layers.conv(64, 3, strides=1, padding=padding)(x)
     x = keras.layers.Flatten(dtype=policy)(x)
     return keras.Model(inputs, _head(layers, x, 512, num_actions), name="nature_cnn", dtype=policy)
 
@@ -124,16 +127,17 @@ def small_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "f
 
 def make_network(kind: str, observation_shape: tuple, observation_dtype, num_actions: int,
                  hidden_sizes: tuple, dtype_policy: str = "float32", seed: int | None = None,
-                 head: HeadSpec = HeadSpec()) -> keras.Model:
+                 head: HeadSpec = HeadSpec(), conv_padding: str = "valid") -> keras.Model:
     """`auto` picks the Nature CNN for uint8 image observations and the MLP otherwise.
 
     `dtype_policy`: every layer's ("mixed_bfloat16": bfloat16 compute with float32 weights; the Q-values
     stay float32). `seed`: same seed, same initial weights (None: drawn as Keras draws unseeded ones).
-    `head`: dueling, noisy, distributional (`heads.HeadSpec`); the output is the expected Q either way."""
+    `head`: dueling, noisy, distributional (`heads.HeadSpec`); the output is the expected Q either way.
+    `conv_padding`: the Nature CNN's ("valid" or "same")."""
     if kind == "auto":
         kind = "nature_cnn" if str(observation_dtype) == "uint8" else "mlp"
     if kind == "nature_cnn":
-        return nature_cnn(observation_shape, num_actions, dtype_policy, seed, head)
+        return nature_cnn(observation_shape, num_actions, dtype_policy, seed, head, conv_padding)
     if kind == "small_cnn":
         return small_cnn(observation_shape, num_actions, dtype_policy, seed, head)
     return mlp(observation_shape, num_actions, hidden_sizes, dtype_policy, seed, head)

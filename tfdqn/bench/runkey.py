@@ -19,14 +19,25 @@ from tfdqn.errors import UserError
 HASH_CHARS = 10  # 40 bits: a clash among a record's recipes is out of reach
 
 
+# Keys added to the config since runs were first recorded, with the value that trains as before they existed: a
+# key at that value is left out of the hash, so a recorded run keeps its hash when a release adds a key.
+ADDED_KEYS = {"exploration.epsilon_delay_steps": 0, "network.conv_padding": "valid"}
+
+
 def recipe(config: config_lib.DQNConfig, without: tuple[str, ...] = ()) -> dict:
-    """The resolved config as plain data, less the seed (and the keys `without`): what makes two runs the same
-    experiment."""
+    """The resolved config as plain data, less the seed (and the keys `without`) and the added keys at their
+    former behaviour (`ADDED_KEYS`): what makes two runs the same experiment."""
     data = config_lib.to_dict(config)
-    for key in ("run.seed", *without):
+    former = [key for key, value in ADDED_KEYS.items() if _value(data, key) == value]
+    for key in ("run.seed", *without, *former):
         section, name = key.split(".")
         del data[section][name]
     return data
+
+
+def _value(data: dict, key: str):
+    section, name = key.split(".")
+    return data[section][name]
 
 
 def recipe_hash(config: config_lib.DQNConfig, without: tuple[str, ...] = ()) -> str:

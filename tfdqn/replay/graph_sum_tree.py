@@ -1,7 +1,10 @@
 """The prioritized-replay sum tree in a tf.Variable, read and written inside the update graph.
 
-The binary layout of tfdqn/replay/sum_tree.py (`tree_size`, `build_tree`) with `SumTree`'s semantics, in
-float32, so an accelerator's update step can draw and reprioritise a batch with no host round trip. Each method
+The binary layout of tfdqn/replay/sum_tree.py (`tree_size`, `build_tree`) with `SumTree`'s semantics, so an
+accelerator's update step can draw and reprioritise a batch with no host round trip. Sums and draws are float64,
+as the NumPy tree's: in float32 a draw lands on a grid of total x 2^-24, which at 2^20 slots is a sixteenth of an
+average slot, so slots of low priority were drawn far from their probability (most of them never) while the
+importance weights assumed it. Each method
 builds a fixed number of ops (a Python loop over the static number of levels), all shapes are static,
 and nothing syncs with the host, so a tf.function calling them traces once and runs on the device.
 
@@ -18,14 +21,14 @@ from tfdqn.replay.sum_tree import build_tree, check_priorities, tree_size
 
 
 class GraphSumTree:
-    """Leaf priorities 0..capacity-1 in a float32 tf.Variable (`variable`, the flat tree)."""
+    """Leaf priorities 0..capacity-1 in a float64 tf.Variable (`variable`, the flat tree)."""
 
     def __init__(self, capacity: int, name: str = "priorities"):
         self.capacity = capacity
         self._size = tree_size(capacity)
         self._depth = self._size.bit_length() - 1
         # No tf.device here: the variable lands on whatever device scope the caller is in.
-        self.variable = tf.Variable(tf.zeros([2 * self._size], tf.float32), trainable=False, name=name)
+        self.variable = tf.Variable(tf.zeros([2 * self._size], tf.float64), trainable=False, name=name)
 
     def total(self) -> tf.Tensor:
         return tf.gather(self.variable, 1)
@@ -33,7 +36,7 @@ class GraphSumTree:
     def set(self, indices: tf.Tensor, priorities: tf.Tensor) -> tf.Tensor:
         """Write leaf priorities; an index repeated in one call keeps its last write. Returns the new total."""
         indices = tf.convert_to_tensor(indices, tf.int64)
-        priorities = tf.convert_to_tensor(priorities, tf.float32)
+        priorities = tf.cast(priorities, tf.float64)
         # Every copy of a repeated index takes the value of its last write, found by a stable sort and a
         # search for the end of its run, so the scatter's write order cannot matter (and shapes stay static).
         order = tf.argsort(indices, stable=True)
@@ -51,7 +54,7 @@ class GraphSumTree:
 
     def find(self, values: tf.Tensor) -> tf.Tensor:
         """For each value in [0, total), the leaf (int64) whose prefix-sum interval holds it (never a zero leaf)."""
-        values = tf.convert_to_tensor(values, tf.float32)
+        values = tf.cast(values, tf.float64)
         node = tf.ones_like(values, tf.int64)
         for _ in range(self._depth):
             left = 2 * node
@@ -71,19 +74,19 @@ class GraphSumTree:
     def sample(self, batch_size: int, generator: tf.random.Generator) -> tf.Tensor:
         """Stratified draw: one uniform value in each of batch_size equal segments of [0, total)."""
         segment = self._checked_total() / batch_size
-        offsets = tf.range(batch_size, dtype=tf.float32) + generator.uniform([batch_size], dtype=tf.float32)
+        offsets = tf.range(batch_size, dtype=tf.float64) + generator.uniform([batch_size], dtype=tf.float64)
         return self.find(offsets * segment)
 
     def sample_proportional(self, count: int, generator: tf.random.Generator) -> tf.Tensor:
         """Independent proportional draws, for redrawing the few slots a batch refused."""
-        return self.find(generator.uniform([count], dtype=tf.float32) * self._checked_total())
+        return self.find(generator.uniform([count], dtype=tf.float64) * self._checked_total())
 
     def leaves(self) -> np.ndarray:
         return self.variable[self._size:self._size + self.capacity].numpy()
 
     def load_leaves(self, leaves) -> None:
-        """Rebuild the whole tree from leaf priorities (a checkpoint restore), summed in float32 as `set` sums."""
-        leaves = check_priorities(np.asarray(leaves, np.float32))
+        """Rebuild the whole tree from leaf priorities (a checkpoint restore), summed as `set` sums."""
+        leaves = check_priorities(np.asarray(leaves, np.float64))
         if leaves.shape != (self.capacity,):
             raise ValueError(f"leaves of shape {leaves.shape}; allowed: ({self.capacity},)")
-        self.variable.assign(build_tree(leaves, self._size, np.float32))
+        self.variable.assign(build_tree(leaves, self._size, np.float64))

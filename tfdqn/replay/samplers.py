@@ -170,8 +170,8 @@ class GraphPrioritizedSampler(Sampler):
         return self.tree.sample_proportional(count, generator)
 
     def weights_in_graph(self, slots: tf.Tensor, beta) -> tf.Tensor:
-        weight = self.tree.get(slots) ** -tf.cast(beta, tf.float32)
-        return weight / tf.reduce_max(weight)
+        weight = self.tree.get(slots) ** -tf.cast(beta, tf.float64)
+        return tf.cast(weight / tf.reduce_max(weight), tf.float32)
 
     def write_in_graph(self, slots: tf.Tensor, losses: tf.Tensor) -> tf.Tensor:
         """The update's priorities for the slots it drew, and the running maximum."""

@@ -2,13 +2,12 @@
 periodic evaluations are reported to Optuna as they land in its `evaluations.csv`, so the pruner can stop
 it (a stop signal: the run saves a checkpoint and ends as a stopped run does).
 
-The run is a child process that dies with its worker (Linux's parent-death signal), so a worker killed
-with SIGKILL leaves no run behind; its trial is then marked failed by the study's heartbeat.
+The run is a child process that dies with its worker (Linux's parent-death signal, `tfdqn.parent_death`), so a
+worker killed with SIGKILL leaves no run behind; its trial is then marked failed by the study's heartbeat.
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import math
 import pathlib
@@ -17,10 +16,9 @@ import subprocess
 import sys
 import time
 
+from tfdqn.parent_death import child_environment
 from tfdqn.run import csv_log
 from tfdqn.tuning.search_space import Param, as_set
-
-PR_SET_PDEATHSIG = 1
 
 
 class TrialRunFailed(Exception):
@@ -62,10 +60,6 @@ def read_evaluations(run_dir: pathlib.Path) -> list[tuple[int, float]]:
     return [(row["env_steps"], row["return_mean"]) for row in csv_log.read_evaluations(run_dir)]
 
 
-def die_with_parent() -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
 def _stop(child: subprocess.Popen) -> None:
     """Stop the run as Ctrl-C does (it saves a checkpoint) and wait for it."""
     if child.poll() is None:
@@ -103,7 +97,7 @@ class TrialRunner:
         self.trials_dir.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as output:
             child = subprocess.Popen(self.command(run_dir.name, values), stdout=output, stderr=subprocess.STDOUT,
-                                     preexec_fn=die_with_parent)
+                                     env=child_environment())
         reported = 0
         try:
             while child.poll() is None:

@@ -1,0 +1,27 @@
+"""RunKey's hash: the recipe, stable across releases that add a config key."""
+
+import json
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tfdqn import config as config_lib
+from tfdqn.bench.runkey import ADDED_KEYS, recipe_hash
+
+
+@pytest.mark.parametrize("record", ["atari100k-drq_eps.json", "bench-atari-pong.json"])
+def test_each_recorded_run_rehashes_to_the_hash_it_was_recorded_under(tmp_path, record):
+    """A key added since (at the value that trains as before) leaves a recorded run's hash as it was."""
+    runs = json.loads((REPO / "docs" / record).read_text())["runs"]
+    for index, run in enumerate(runs):
+        path = tmp_path / f"{index}.yaml"
+        path.write_text(yaml.safe_dump(run["config"]))
+        assert recipe_hash(config_lib.build_config([path], {})) == run["config_hash"]
+
+
+def test_an_added_key_at_another_value_is_another_recipe():
+    base = config_lib.resolve_config([], {"env.id": "Pong"}, "drq_eps")
+    for key, former in ADDED_KEYS.items():
+        at_former = config_lib.resolve_config([], {"env.id": "Pong", key: former}, "drq_eps")
+        assert recipe_hash(at_former) != recipe_hash(base)  # the preset sets both keys away from their former value
