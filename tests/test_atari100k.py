@@ -107,6 +107,10 @@ def test_runs_go_two_at_once_and_the_record_keeps_every_run_it_holds(tmp_path):
     assert pong["drq_eps_percentiles"] == [drq_eps_percentile("Pong", r["score"]) for r in runs]
     assert "| Pong | 4 |" in result.stdout and "Over these 1 game, 4 runs each: IQM" in result.stdout
     assert "DrQ(ε)'s own 100 runs of these games: IQM" in result.stdout
+    own = report["aggregate"]["drq_eps_own_iqm"]  # like with like: DrQ(ε)'s IQM from 4 of its runs of Pong
+    assert own["runs_per_game"] == 4 and own["band95"][0] < own["mean"] < own["band95"][1]
+    assert "Like with like: DrQ(ε)'s IQM over these games from 4 of its runs per game" in result.stdout
+    assert 0.5 < report["aggregate"]["iqm_ci95_coverage"] < 0.95
     # the folders gone, a report on seeds 0 and 1 trains nothing and keeps seeds 2 and 3 in the record
     shutil.rmtree(tmp_path / "runs")
     subset = _atari100k(tmp_path, "--seeds", "0", "1", "--out", str(record))
@@ -132,6 +136,7 @@ def test_another_set_is_another_recipe_trained_and_recorded_apart(tmp_path):
         assert run["config"]["learner"]["n_step"] == (3 if "learner.n_step=3" in run["set"] else 10)
     assert "| Pong | 1 |" in second.stdout
     assert "The record also holds runs of other recipes, reported apart: 1 of" in second.stdout
+    assert "(theirs -> this recipe's: learner.n_step 10 -> 3)" in second.stdout  # how the other recipe differs
     # a folder that holds another recipe under this one's name is refused, never read back or resumed as it
     first_dir, second_dir = (pathlib.Path(run["run_dir"]) for run in sorted(runs, key=lambda run: len(run["set"])))
     (second_dir / "config.yaml").write_bytes((first_dir / "config.yaml").read_bytes())

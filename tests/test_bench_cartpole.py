@@ -37,3 +37,20 @@ def test_bad_input_is_one_line():
     assert result.returncode == 2 and result.stderr.strip().count("\n") == 0
     assert result.stderr.startswith("python -m tools.bench_cartpole: error: --seeds 0 is out of range; "
                                     "allowed: an integer >= 1")
+
+
+@pytest.mark.slow
+def test_sb3s_product_is_the_model_its_eval_callback_kept_on_the_same_cadence(tmp_path):
+    pytest.importorskip("stable_baselines3")  # the compare extra
+    out = tmp_path / "bench.json"
+    result = subprocess.run([sys.executable, "-m", "tools.bench_cartpole", "--seeds", "1", "--no-tfdqn", "--peer",
+                             "sb3", "--total-steps", "3000", "--eval-every", "1000", "--out", str(out)], cwd=REPO,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    (run,) = json.loads(out.read_text())["runs"]
+    assert run["impl"] == "sb3" and [steps for steps, _ in run["evaluations"]] == [1000, 2000, 3000]
+    assert run["best_evaluation"] == max(mean for _, mean in run["evaluations"])  # the kept model is the best
+    summary = json.loads(out.read_text())["summary"]["sb3"]
+    assert summary["final_eval_solved"] == int(run["final_eval_return"] >= 475)
+    assert summary["last_network_solved"] == int(run["last_network_eval_return"] >= 475)
+    assert "| product (best-evaluated network): final eval" in result.stdout

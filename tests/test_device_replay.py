@@ -1,12 +1,14 @@
 """The tf.Variable replay's in-graph sampler against the host ring's predicate and gather."""
 
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from tests.conftest import TINY, train_in_process
+from tests.conftest import REPO, TINY, train_in_process
 from tests.test_replay import _all_sampleable, _play
 from tfdqn.replay.device import DeviceReplay
 
@@ -109,3 +111,25 @@ def test_graph_sampler_follows_streams_that_add_at_unequal_rates():
     held = host.observation[:, -1, 0] // STEPS_PER_STREAM
     shares = [np.mean(drawn // STEPS_PER_STREAM == s) - np.mean(held == s) for s in range(3)]
     assert max(abs(share) for share in shares) < 0.04
+
+
+PEAK_DURING_CONSTRUCTION = """
+import resource, sys
+import numpy as np, tensorflow as tf
+from tfdqn.replay.device import DeviceReplay
+tf.zeros([1])  # TensorFlow's own start-up is not the replay's
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+replay = DeviceReplay(100_000, (84, 84), np.uint8, stack_size=4)
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((peak - before) * 1024, replay.nbytes)
+"""
+
+
+def test_building_the_device_replay_needs_its_frames_once_not_twice():
+    """The frames variable is made from its zeros without a second full-size copy at any moment: the process's
+    peak resident memory grows by about the replay's own bytes (700 MB here), as the memory check assumes."""
+    result = subprocess.run([sys.executable, "-c", PEAK_DURING_CONSTRUCTION], cwd=REPO, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    grown, nbytes = map(int, result.stdout.split())
+    assert nbytes > 700_000_000 and grown < 1.2 * nbytes, (grown, nbytes)

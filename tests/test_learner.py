@@ -72,6 +72,19 @@ def test_target_sync_exactly_on_period_boundaries_and_one_trace():
     assert learner.update_function.experimental_get_tracing_count() == 1
 
 
+def test_a_phase_moves_the_copies_as_if_updates_had_run_since_step_0():
+    """Dopamine's DER copies the target every 2,000 agent steps from step 0, learning from step 1,600: after
+    updates 400, 2,400, ...; here, period 5 with 3 updates counted before the first."""
+    learner = Learner(_tiny_model(0), _tiny_model(1), LearnerConfig(target_update_period=5, target_update_phase=3,
+                                                                    learning_rate=0.01), (3,), np.float32)
+    synced_after = []
+    for n in range(1, 13):
+        learner.update(*_batch(n))
+        if all(np.array_equal(o, t) for o, t in zip(learner.online.get_weights(), learner.target.get_weights())):
+            synced_after.append(n)
+    assert synced_after == [2, 7, 12]
+
+
 def test_update_loss_matches_a_numpy_reference_weighted_by_importance():
     """The replay clips rewards (before n-step sums); the learner weights each sample's loss."""
     config = LearnerConfig(double_dqn=True, huber_delta=1.0, gamma=0.9, max_grad_norm=0.0)

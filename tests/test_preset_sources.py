@@ -7,6 +7,7 @@ code they configure, as ../shared/reference/recipes-sources.md lists) and from H
 
 import pytest
 
+from tests.conftest import REPO
 from tfdqn import config as config_lib
 from tfdqn.presets import PRESETS
 
@@ -32,12 +33,13 @@ ATARI_100K = {
 
 SOURCES = {
     "drq_eps": {**ATARI_100K, "replay.sampler": "uniform", "network.noisy": False, "learner.huber_delta": 1.0,
-                "learner.target_update_period": 1, "learner.loss": "huber", "learner.augment_pad": 4,
+                "learner.target_update_period": 1, "learner.target_update_phase": 0, "learner.loss": "huber", "learner.augment_pad": 4,
                 "learner.augment_intensity": 0.05, "exploration.epsilon_start": 1.0, "exploration.epsilon_end": 0.01,
                 "exploration.epsilon_decay_steps": 5_000, "exploration.epsilon_delay_steps": 1_600},
     "der": {**ATARI_100K, "replay.sampler": "prioritized", "replay.priority_exponent": 0.5,
             "replay.priority_epsilon": 1e-10, "replay.importance_exponent": 0.5, "replay.importance_exponent_end": 0.5,
             "network.noisy": True, "network.noisy_sigma0": 0.1, "learner.target_update_period": 2_000,
+            "learner.target_update_phase": 1_600,
             "learner.loss": "categorical", "learner.num_atoms": 51, "learner.v_min": -10.0, "learner.v_max": 10.0,
             "learner.augment_pad": 0, "learner.augment_intensity": 0.0,
             "exploration.epsilon_start": 0.0, "exploration.epsilon_end": 0.0},  # full_rainbow_agent.py:335
@@ -47,6 +49,7 @@ SOURCES = {
                 "replay.importance_exponent_end": 1.0, "learner.n_step": 3, "learner.optimizer": "adam",
                 "learner.learning_rate": 6.25e-5, "learner.adam_epsilon": 1.5e-4, "learner.learning_rate_decay_updates": 0,
                 "learner.max_grad_norm": 0.0, "learner.target_update_period": 2_000, "run.learning_starts": 20_000,
+                "learner.target_update_phase": 0,
                 "run.training_interval": 4.0, "run.env_steps_per_round": 1, "run.num_envs": 1,
                 "run.async_learner": False, "actors.kind": "inline", "exploration.epsilon_start": 0.0,
                 "exploration.epsilon_end": 0.0, "learner.gamma": 0.99, "replay.batch_size": 32,
@@ -103,3 +106,10 @@ def test_no_preset_sets_an_epsilon_its_noisy_nets_would_make_dead():
         noisy = settings.get("network.noisy")
         if getattr(noisy, "value", noisy) is True:
             assert not {key for key in settings if key.startswith("exploration.epsilon_")}, name
+
+
+def test_docs_list_each_difference_from_the_reference_run():
+    text = (REPO / "docs" / "atari.md").read_text()
+    for preset in ("rainbow", "der", "drq_eps"):
+        for difference in PRESETS[preset].differences:
+            assert f"- {difference.line()}\n" in text, (preset, difference.what)

@@ -94,6 +94,10 @@ class LearnerConfig:
     huber_delta: float = _field(1.0, "TD error beyond which the loss grows linearly")
     max_grad_norm: float = _field(10.0, "global gradient-norm clip; 0 turns clipping off")
     target_update_period: int = _field(500, "gradient updates between target-network copies")
+    target_update_phase: int = _field(0, "updates counted as made before the first, for the copy's period: a copy "
+                                         "follows update u where (u + phase) is a multiple of the period (Dopamine "
+                                         "counts its period in agent steps from step 0: learning_starts / "
+                                         "training_interval)")
     clip_rewards: bool = _field(False, "clip each reward to its sign for the loss, before n-step sums (logged "
                                        "returns stay raw; Mnih et al. 2015)")
     n_step: int = _field(1, "rewards summed before bootstrapping: gamma^j-weighted over up to n steps of the "
@@ -429,6 +433,7 @@ def validate(c: DQNConfig) -> None:
                     ("run.checkpoint_every", c.run.checkpoint_every), ("run.eval_every", c.run.eval_every),
                     ("exploration.epsilon_decay_steps", c.exploration.epsilon_decay_steps),
                     ("exploration.epsilon_delay_steps", c.exploration.epsilon_delay_steps),
+                    ("learner.target_update_phase", c.learner.target_update_phase),
                     ("learner.learning_rate_decay_updates", c.learner.learning_rate_decay_updates),
                     ("env.noop_max", c.env.noop_max), ("learner.augment_pad", c.learner.augment_pad)]
     for key, value in non_negative:

@@ -5,7 +5,10 @@ A preset sets the components of its recipe for every env (heads, losses, sampler
 published hyperparameters where they apply: on Atari, where they were tuned. For vector observations
 (CartPole, LunarLander, ...) the env's own config keeps its tuned step sizes and schedules, and what
 cannot apply is adapted, each adaptation saying why: no frames to shift, no reward clipping (so a
-categorical support wide enough for unclipped returns). `--print-config` shows every value's origin.
+categorical support wide enough for unclipped returns). `--print-config` shows every value's origin: for a
+published preset the file and line (or the paper's table) each value comes from, then the differences from the
+reference run that remain (`Preset.differences`, which docs/atari.md lists too). tests/test_preset_sources.py
+holds every key of a published preset's resolved config to its source or to that list.
 """
 
 from __future__ import annotations
@@ -154,9 +157,6 @@ _LIFE_LOSS = Difference("the step that loses a life", "cut short at the frame th
 _ADAM = Difference("Adam's epsilon", "added to the square root of the bias-corrected second moment (optax)",
                    "added before the bias correction (Keras)", "a larger effective epsilon early on: 31x at the "
                    "first update, 1.26x at 1,000, the same from about 5,000 of the 98,400 updates")
-_TARGET_PHASE = Difference("target copies", "every 2,000 agent steps counted from step 0, so the first after 400 "
-                           "updates", "every 2,000 updates, so the first at agent step 3,600",
-                           "not measured; the first 1,600 updates bootstrap from the initial target")
 _SAMPLING = Difference("prioritized draws", "independent", "stratified: one in each of 32 equal segments",
                        "less variance within a batch, the same distribution")
 _SHIFTS = Difference("DrQ's random shift and intensity", "shifts -4 to +3 (the crop's offset is drawn in [0, 8)), "
@@ -248,12 +248,15 @@ PRESETS = {
                "learner.v_min": Cited(-10.0, "jax/agents/full_rainbow/full_rainbow_agent.py:316 vmin = -vmax"),
                "learner.v_max": _gin("DER.gin", _DER_LINES, "JaxFullRainbowAgent.vmax", 10.0),
                "learner.target_update_period": _gin("DER.gin", _DER_LINES, "JaxDQNAgent.target_update_period", 2_000),
+               "learner.target_update_phase": Cited(1_600, "jax/agents/full_rainbow/full_rainbow_agent.py:492-500: "
+                                                           "a copy when the agent steps since step 0 are a multiple "
+                                                           "of the period, so the first after 400 updates"),
                "learner.augment_pad": _gin("DER.gin", _DER_LINES, "Atari100kRainbowAgent.data_augmentation", 0,
                                            "False"),
                "learner.augment_intensity": _gin("DER.gin", _DER_LINES, "Atari100kRainbowAgent.data_augmentation",
                                                  0.0, "False")},
         vector=_VECTOR_SUPPORT,
-        differences=(_NOOPS, _REPLAY_AT_TERMINALS, _LIFE_LOSS, _TARGET_PHASE, _SAMPLING, _ADAM, _CAPACITY,
+        differences=(_NOOPS, _REPLAY_AT_TERMINALS, _LIFE_LOSS, _SAMPLING, _ADAM, _CAPACITY,
                      _TRUNCATION, _NOISE_SEED)),
     "drq_eps": Preset(
         f"Agarwal et al. 2021 (DrQ(epsilon)), as Dopamine's labs/atari_100k DrQ_eps.gin ({DOPAMINE})",

@@ -1,7 +1,9 @@
 """What a CartPole user waits for and what they end with: the wall-clock from starting the process to the
 first greedy evaluation that solves the task (mean return >= 475 over 10 games), and the final
 evaluation of the network each run reports and exports, for tfdqn and, with `--peer sb3`, for
-Stable-Baselines3's DQN with the RL zoo's tuned hyperparameters, seeds interleaved in one run.
+Stable-Baselines3's DQN with the RL zoo's tuned hyperparameters, seeds interleaved in one run. Like with like:
+each side's product (tfdqn's best-evaluated network; the model SB3's `EvalCallback` keeps, on the same
+evaluation cadence and games) against the other's, and each side's last network against the other's.
 
     python -m tools.bench_cartpole --seeds 10 --peer sb3 --out docs/bench-cartpole.json
     python -m tools.bench_cartpole --seeds 5 --set learner.learning_rate=1e-3   # one point of a sweep
@@ -11,7 +13,7 @@ and env creation count (reported again on their own as `startup_seconds`: to tfd
 to SB3's `learn`). Evaluations are part of the wait too; both sides play their 10 games side by side.
 Prints a table per impl, one row per seed with its time to solve and final evaluation, and writes
 every run to `--out` as JSON (`runs`: impl, seed, solved, solve_env_steps, solve_wall_seconds,
-final_eval_return, final_network, ...).
+final_eval_return (the product's), last_network_eval_return, ...).
 """
 
 from __future__ import annotations
@@ -83,8 +85,11 @@ def run_sb3(seed: int, args: argparse.Namespace) -> dict:
     events = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
     evaluations = [(e["env_steps"], e["return_mean"], e["time"]) for e in events if e["event"] == "eval"]
     learn_start = next(e["time"] for e in events if e["event"] == "learn_start")
-    final = next(e["return_mean"] for e in events if e["event"] == "final")
-    return {"impl": "sb3", "seed": seed, **first_solve(evaluations, started), "final_eval_return": final,
+    final = {e["event"]: e for e in events if e["event"] in ("final", "final_best")}
+    return {"impl": "sb3", "seed": seed, **first_solve(evaluations, started),
+            "final_eval_return": final["final_best"]["return_mean"],
+            "best_evaluation": final["final_best"]["best_evaluation"],
+            "last_network_eval_return": final["final"]["return_mean"],
             "startup_seconds": round(learn_start - started, 3), "total_wall_seconds": round(ended - started, 3),
             "evaluations": [(s, m) for s, m, _ in evaluations]}
 
@@ -101,6 +106,8 @@ def summarize(runs: list[dict]) -> dict:
         solved = [r for r in mine if r["solved"]]
         summary[impl] = {"runs": len(mine), "solved": len(solved),
                          "final_eval_solved": sum(r["final_eval_return"] >= SOLVED for r in mine),
+                         "last_network_solved": sum(r["last_network_eval_return"] >= SOLVED for r in mine),
+                         "last_network_eval_return": _stats([r["last_network_eval_return"] for r in mine]),
                          "solve_wall_seconds": _stats([r["solve_wall_seconds"] for r in solved]),
                          "solve_env_steps": _stats([r["solve_env_steps"] for r in solved]),
                          "startup_seconds": _stats([r["startup_seconds"] for r in mine]),
@@ -118,14 +125,16 @@ def table(summary: dict) -> str:
         return f"{stats['median']:.{digits}f} ({stats['min']:.{digits}f}-{stats['max']:.{digits}f})" if stats else "-"
 
     lines = ["| impl | solved | solve s, median (min-max) | solve env steps, median | startup s | "
-             f"final eval return, median (min-max) | final eval >= {SOLVED:g} | whole run s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             f"product (best-evaluated network): final eval, median (min-max) | product >= {SOLVED:g} | "
+             f"last network: final eval, median (min-max) | last >= {SOLVED:g} | whole run s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for impl, s in summary.items():
         if isinstance(s, dict):
             steps = s["solve_env_steps"]
             lines.append(f"| {impl} | {s['solved']}/{s['runs']} | {cell(s['solve_wall_seconds'])} | "
                          f"{steps['median'] if steps else '-'} | {cell(s['startup_seconds'])} | "
                          f"{cell(s['final_eval_return'])} | {s['final_eval_solved']}/{s['runs']} | "
+                         f"{cell(s['last_network_eval_return'])} | {s['last_network_solved']}/{s['runs']} | "
                          f"{cell(s['total_wall_seconds'])} |")
     if "solve_time_ratio_tfdqn_over_sb3" in summary:
         lines.append(f"\ntfdqn / sb3 median time to solve: {summary['solve_time_ratio_tfdqn_over_sb3']}")
@@ -136,15 +145,15 @@ def seed_table(runs: list[dict]) -> str:
     """One row per seed: each impl's steps and seconds to solve and its final evaluation."""
     impls = list(dict.fromkeys(r["impl"] for r in runs))
     by_seed = {(r["impl"], r["seed"]): r for r in runs}
-    lines = ["| seed | " + " | ".join(f"{i} solve steps | {i} solve s | {i} final" for i in impls) + " |",
-             "|---:|" + "---:|" * 3 * len(impls)]
+    lines = ["| seed | " + " | ".join(f"{i} solve steps | {i} solve s | {i} product | {i} last" for i in impls) + " |",
+             "|---:|" + "---:|" * 4 * len(impls)]
     for seed in dict.fromkeys(r["seed"] for r in runs):
         cells = []
         for impl in impls:
             r = by_seed.get((impl, seed))
-            cells += ["-"] * 3 if r is None else [f"{r['solve_env_steps']:,}" if r["solved"] else "never",
+            cells += ["-"] * 4 if r is None else [f"{r['solve_env_steps']:,}" if r["solved"] else "never",
                                                    f"{r['solve_wall_seconds']:.1f}" if r["solved"] else "-",
-                                                   f"{r['final_eval_return']:.1f}"]
+                                                   f"{r['final_eval_return']:.1f}", f"{r['last_network_eval_return']:.1f}"]
         lines.append(f"| {seed} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

@@ -1,10 +1,11 @@
 """The Stable-Baselines3 peer of tools/bench_cartpole.py: SB3's DQN on CartPole-v1 with the RL zoo's
-tuned hyperparameters, evaluated greedily every `--eval-every` env steps.
+tuned hyperparameters, evaluated greedily every `--eval-every` env steps by SB3's own `EvalCallback`, which
+keeps the best-evaluated model (`best_model_save_path`): SB3's product, as tfdqn's is its best-evaluated network.
 
 Run by bench_cartpole.py in its own process, `python -m tools.peer_sb3_cartpole --seed N`. Prints one
 JSON line per event, each with `time` (Unix seconds), so the bench measures from the moment it started
 the process: `learn_start` once the model is built, `eval` (env steps, mean return) per evaluation, and
-`final` at the end.
+at the end `final` (the last model) and `final_best` (the kept best model), on the same seeded games.
 
 TensorFlow is kept out of this process: SB3 needs none, but its TensorBoard import would load it when
 it is installed (as it is beside tfdqn), which would add seconds a SB3 user does not wait.
@@ -12,7 +13,9 @@ it is installed (as it is beside tfdqn), which would add seconds a SB3 user does
 
 import argparse
 import json
+import pathlib
 import sys
+import tempfile
 import time
 
 sys.modules["tensorflow"] = None  # import tensorflow -> ImportError; TensorBoard then uses its stub
@@ -20,7 +23,7 @@ sys.modules["tensorflow"] = None  # import tensorflow -> ImportError; TensorBoar
 import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 from stable_baselines3 import DQN  # noqa: E402
-from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
+from stable_baselines3.common.callbacks import EvalCallback  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
@@ -40,21 +43,30 @@ def evaluation_env(episodes: int) -> DummyVecEnv:
     return DummyVecEnv([lambda: gymnasium.make("CartPole-v1") for _ in range(episodes)])
 
 
-class PeriodicEvaluation(BaseCallback):
-    """Greedy returns of `episodes` games every `period` env steps, each evaluation seeded by its step."""
+class SeededEvaluation(EvalCallback):
+    """SB3's EvalCallback (greedy, `episodes` games side by side, the best model saved), each evaluation's games
+    seeded by its env step as tfdqn's are, and announced as it ends."""
 
-    def __init__(self, period: int, episodes: int, seed: int):
-        super().__init__()
-        self._period, self._episodes, self._seed = period, episodes, seed
-        self._env = evaluation_env(episodes)
+    def __init__(self, period: int, episodes: int, seed: int, best_model_dir: str):
+        super().__init__(evaluation_env(episodes), n_eval_episodes=episodes, eval_freq=period, deterministic=True,
+                         best_model_save_path=best_model_dir, verbose=0)
+        self._seed = seed
 
     def _on_step(self) -> bool:
-        if self.num_timesteps % self._period == 0:
-            self._env.seed(self._seed * 1_000_003 + self.num_timesteps)
-            returns, _ = evaluate_policy(self.model, self._env, n_eval_episodes=self._episodes,
-                                         deterministic=True, return_episode_rewards=True)
-            emit("eval", env_steps=self.num_timesteps, return_mean=float(np.mean(returns)))
+        if self.n_calls % self.eval_freq == 0:
+            self.eval_env.seed(self._seed * 1_000_003 + self.num_timesteps)
+            keep_going = super()._on_step()
+            emit("eval", env_steps=self.num_timesteps, return_mean=float(self.last_mean_reward))
+            return keep_going
         return True
+
+
+def final_return(model, seed: int, episodes: int) -> float:
+    """The mean greedy return on the final games, the same seeded games for every model of a seed."""
+    env = evaluation_env(episodes)
+    env.seed(seed * 1_000_003 + 999_999_937)
+    returns, _ = evaluate_policy(model, env, n_eval_episodes=episodes, deterministic=True, return_episode_rewards=True)
+    return float(np.mean(returns))
 
 
 def main() -> None:
@@ -66,14 +78,14 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=10)
     args = parser.parse_args()
     model = DQN("MlpPolicy", gymnasium.make("CartPole-v1"), seed=args.seed, device="cpu", verbose=0, **ZOO_CARTPOLE)
-    callback = PeriodicEvaluation(args.eval_every, args.eval_episodes, args.seed)
-    emit("learn_start")
-    model.learn(total_timesteps=args.total_steps, callback=callback)
-    env = evaluation_env(args.eval_episodes)
-    env.seed(args.seed * 1_000_003 + 999_999_937)
-    returns, _ = evaluate_policy(model, env, n_eval_episodes=args.eval_episodes, deterministic=True,
-                                 return_episode_rewards=True)
-    emit("final", return_mean=float(np.mean(returns)))
+    with tempfile.TemporaryDirectory() as best_model_dir:
+        callback = SeededEvaluation(args.eval_every, args.eval_episodes, args.seed, best_model_dir)
+        emit("learn_start")
+        model.learn(total_timesteps=args.total_steps, callback=callback)
+        emit("final", return_mean=final_return(model, args.seed, args.eval_episodes))
+        best = DQN.load(pathlib.Path(best_model_dir) / "best_model", device="cpu")
+        emit("final_best", return_mean=final_return(best, args.seed, args.eval_episodes),
+             best_evaluation=float(callback.best_mean_reward))
 
 
 if __name__ == "__main__":

@@ -146,6 +146,7 @@ class Learner:
         first_nonfinite = tf.logical_and(tf.logical_not(tf.math.is_finite(loss)),
                                          tf.equal(self.first_nonfinite_update, 0))
         tf.cond(first_nonfinite, self._record_nonfinite, lambda: tf.constant(False))
-        tf.cond(tf.equal(self.updates % c.target_update_period, 0), self._sync_target, lambda: tf.constant(False))
+        tf.cond(tf.equal((self.updates + c.target_update_phase) % c.target_update_period, 0), self._sync_target,
+                lambda: tf.constant(False))
         return {"td_loss": loss, "q_values": tf.reduce_mean(tf.reduce_max(q_values_of(self.online, online), axis=-1)),
                 "priority": tf.stop_gradient(priority)}

@@ -40,9 +40,10 @@ from tfdqn.cli import OneLineErrorParser, number
 from tfdqn.errors import UserError
 from tfdqn.presets import PRESETS
 from tfdqn.bench.aggregate import improvement_probability, interval_estimates
+from tfdqn.bench.drq_eps_spread import interval_coverage, own_iqm_spread
 from tfdqn.bench.report import run_benchmark, machine, publish_table
 from tfdqn.bench import sweep
-from tfdqn.bench.runkey import RunKey, recipe_hash
+from tfdqn.bench.runkey import RunKey, recipe, recipe_differences, recipe_hash
 from tfdqn.bench.runs import PlannedRun, finished
 from tfdqn.extras import require
 
@@ -166,6 +167,15 @@ def markdown_table(preset: str, rows: list[dict], aggregate: dict | None) -> str
                       f"{np.dot(np.arange(games + 1), aggregate['drq_eps_games_at_or_above']):.2f} of these {games} "
                       f"games at or above its published means, and at least {half} with probability "
                       f"{sum(aggregate['drq_eps_games_at_or_above'][half:]):.2f}."]
+        own, coverage = aggregate["drq_eps_own_iqm"], aggregate["iqm_ci95_coverage"]
+        lines += ["", f"Like with like: DrQ(ε)'s IQM over these games from {runs} of its runs per game (drawn from its "
+                      f"100) lies between {own['band95'][0]:.3f} and {own['band95'][1]:.3f} in 95% of draws (mean "
+                      f"{own['mean']:.3f}); tfdqn's {aggregate['iqm']:.3f} is at percentile "
+                      f"{own['percentile_of_tfdqn']:.0f} of those draws."
+                      + (f" With {runs} runs per game a 95% bootstrap interval of the IQM holds the IQM of DrQ(ε)'s "
+                         f"100 runs only {coverage:.0%} of the time (simulated on its own runs), so the intervals "
+                         f"above are narrower than the truth." if runs > 1 else
+                         " With one run per game the bootstrap intervals above are a point: they say nothing.")]
     return "\n".join(lines) + "\n"
 
 
@@ -180,13 +190,21 @@ def _check(args) -> None:
     require("bench", "this subcommand", ("rliable",))
 
 
-def recipe_line(args, suite: str, others: dict[str, int]) -> str:
-    """Which recipe the table is, and what else the record holds (never pooled into it)."""
+def recipe_line(args, suite: str, record) -> str:
+    """Which recipe the table is, and what else the record holds (never pooled into it), each other recipe with
+    the keys it differs in (an older recipe of the same preset, say, with what the preset has changed since)."""
     overrides = " ".join(f"--set {s}" for s in args.set)
     line = f"Recipe {suite}: `--preset {args.preset}{' ' + overrides if overrides else ''}`."
+    ours = recipe(game_config(args, args.games[0], 0), without=SUITE_KEYS)
+    others = []
+    for other, count in record.other_recipes(suite, "suite_hash").items():
+        theirs = record.of_recipe(other, "suite_hash")[0]["config"]
+        differences = recipe_differences(ours, {section: {k: v for k, v in fields.items()
+                                                          if f"{section}.{k}" not in ("env.id", "run.seed")}
+                                                for section, fields in theirs.items()})
+        others.append(f"{count} of {other} (theirs -> this recipe's: {'; '.join(differences)})")
     if others:
-        line += (" The record also holds runs of other recipes, reported apart: "
-                 + ", ".join(f"{count} of {suite_hash}" for suite_hash, count in others.items()) + ".")
+        line += " The record also holds runs of other recipes, reported apart: " + ", ".join(others) + "."
     return line
 
 
@@ -201,8 +219,11 @@ def report(args, runs: list[dict]) -> tuple[list[dict], dict | None]:
         return rows, None
     normalized = np.array([[human_normalized(r["game"], r["score"]) for g in args.games for r in runs
                             if r["game"] == g and r["seed"] == seed] for seed in complete])
-    return rows, {**interval_estimates(normalized, args.reps), "runs_per_game": len(complete), "seeds": complete,
+    estimates = interval_estimates(normalized, args.reps)
+    return rows, {**estimates, "runs_per_game": len(complete), "seeds": complete,
                   **against_drq_eps(args.games, normalized, args.reps),
+                  "drq_eps_own_iqm": own_iqm_spread(args.games, len(complete), estimates["iqm"]),
+                  "iqm_ci95_coverage": interval_coverage(args.games, len(complete)),
                   "drq_eps_games_at_or_above": games_at_or_above(
                       [drq_eps_clears_its_mean(game, len(complete)) for game in args.games])}
 
@@ -226,8 +247,7 @@ def _main(args) -> int:
     record.report(suite, {"command": args.command,
                           "machine": machine(), "preset": args.preset, "set": args.set, "games": rows,
                           "aggregate": aggregate, "published_iqm_26_games": PUBLISHED_IQM})
-    others = record.other_recipes(suite, "suite_hash")
-    table = markdown_table(args.preset, rows, aggregate) + "\n" + recipe_line(args, suite, others) + "\n"
+    table = markdown_table(args.preset, rows, aggregate) + "\n" + recipe_line(args, suite, record) + "\n"
     record.save()
     publish_table(table, args.table)
     return code

@@ -21,7 +21,7 @@ HASH_CHARS = 10  # 40 bits: a clash among a record's recipes is out of reach
 
 # Keys added to the config since runs were first recorded, with the value that trains as before they existed: a
 # key at that value is left out of the hash, so a recorded run keeps its hash when a release adds a key.
-ADDED_KEYS = {"exploration.epsilon_delay_steps": 0, "network.conv_padding": "valid"}
+ADDED_KEYS = {"exploration.epsilon_delay_steps": 0, "network.conv_padding": "valid", "learner.target_update_phase": 0}
 
 
 def recipe(config: config_lib.DQNConfig, without: tuple[str, ...] = ()) -> dict:
@@ -33,6 +33,16 @@ def recipe(config: config_lib.DQNConfig, without: tuple[str, ...] = ()) -> dict:
         section, name = key.split(".")
         del data[section][name]
     return data
+
+
+def recipe_differences(ours: dict, theirs: dict) -> list[str]:
+    """`key theirs -> ours` for each key whose value differs between two recipes (`recipe()` dicts, or a recorded
+    run's config); a key that one of them lacks counts at its former value (`ADDED_KEYS`)."""
+    flat = [{f"{section}.{name}": value for section, fields in data.items() for name, value in fields.items()}
+            for data in (ours, theirs)]
+    keys = sorted(set(flat[0]) | set(flat[1]))
+    values = [(key, *(side.get(key, ADDED_KEYS.get(key)) for side in flat)) for key in keys]
+    return [f"{key} {theirs_value} -> {mine}" for key, mine, theirs_value in values if mine != theirs_value]
 
 
 def _value(data: dict, key: str):
