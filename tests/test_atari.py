@@ -13,10 +13,11 @@ from tfdqn.replay.ring import ReplayRing
 from tfdqn.replay.frame_stack import FrameStack
 
 
-def test_replay_rebuilds_exactly_the_stacks_breakout_produced():
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_replay_rebuilds_exactly_the_stacks_breakout_produced(compression):
     # A 100-agent-step cap forces truncations; life losses are terminations; 301 slots wrap twice.
     env, spec = make_env(EnvConfig(id="Breakout", frame_stack=4, max_episode_frames=400), seed=5)
-    replay = ReplayRing(301, spec.frame_shape, spec.frame_dtype, spec.stack_size, seed=0)
+    replay = ReplayRing(301, spec.frame_shape, spec.frame_dtype, spec.stack_size, seed=0, compression=compression)
     stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
     rng = np.random.default_rng(0)
     frame, _ = env.reset()
@@ -73,6 +74,28 @@ def test_breakout_trains_and_evaluates_with_video(tmp_path, run_cmd):
     ok, first = capture.read()
     # The 210x160 screen scaled 3x, with the 32-pixel caption strip under it (tfdqn.video).
     assert ok and first.shape == (3 * 210 + 32, 3 * 160, 3) and frames == report["video_frames"] > 10
+
+
+@pytest.mark.slow
+def test_a_run_with_compressed_frames_is_the_same_run(tmp_path):
+    """Same seed, replay.compression none and zstd: the same games, losses and final evaluation."""
+    summaries, episodes = [], []
+    for compression in ("none", "zstd"):
+        result = train_in_process("--env", "Pong", "--total-steps", "1200", "--learning-starts", "400",
+                                  "--set", "replay.capacity=3000", "--set", "run.training_interval=2",
+                                  "--set", f"replay.compression={compression}", "--set", "run.final_eval_episodes=1",
+                                  "--set", "env.max_episode_frames=2000", "--quiet", "--logdir", str(tmp_path),
+                                  "--run-name", compression)
+        assert result.returncode == 0, result.stderr
+        summaries.append(json.loads((tmp_path / compression / "summary.json").read_text()))
+        episodes.append((tmp_path / compression / "episodes.csv").read_text())
+    assert episodes[0] == episodes[1] and len(episodes[0].splitlines()) >= 3
+    assert summaries[0]["final_eval_returns"] == summaries[1]["final_eval_returns"]
+    assert summaries[0]["updates"] == summaries[1]["updates"] == 400
+    assert [s["replay_compression"] for s in summaries] == ["none", "zstd"]
+    assert summaries[0]["replay_memory_bytes"] == summaries[0]["replay_bytes"]  # raw: all of it up front
+    # Pong's frames: about 180 bytes each with zstd (docs/replay.md), beside 50 per slot of records up front
+    assert summaries[1]["replay_memory_bytes"] / summaries[1]["replay_slots_filled"] < 1000
 
 
 @pytest.mark.slow

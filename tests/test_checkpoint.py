@@ -4,6 +4,7 @@ import json
 import pathlib
 
 import numpy as np
+import psutil
 import pytest
 
 from tfdqn.agent.agent import make_agent
@@ -89,6 +90,47 @@ def test_a_broken_newest_checkpoint_falls_back_with_a_warning(tmp_path, capsys, 
     warning = capsys.readouterr().err.strip().splitlines()
     assert len(warning) == 1 and "checkpoint at env step 6000" in warning[0] and "falling back" in warning[0]
     assert files_and_hashes(tmp_path) == before  # what could not be read is left as it is
+
+
+def test_a_fallback_zeroes_the_chunks_a_failed_attempt_loaded(tmp_path):
+    agent, replay = _parts()
+    checkpointer = Checkpointer(tmp_path, agent, replay)
+    _fill(replay, 0, CHUNK_SLOTS // 2)
+    checkpointer.save(1, {})
+    _fill(replay, CHUNK_SLOTS // 2, 2 * CHUNK_SLOTS)  # reaches chunk 2
+    checkpointer.save(2, {})
+    (tmp_path / "chunk-00002-2.npz").write_bytes(b"not a zip file")  # read after chunks 0 and 1
+    agent2, replay2 = _parts()
+    assert Checkpointer(tmp_path, agent2, replay2).restore_latest() == (1, {})
+    for name, array in replay2.chunk_arrays(1).items():  # loaded by the failed attempt, cleared by the fallback
+        assert not array.any(), name
+    _, expected = _parts()
+    _fill(expected, 0, CHUNK_SLOTS // 2)
+    assert len(replay2) == len(expected)
+    for a, b in zip(expected.chunk_arrays(0).values(), replay2.chunk_arrays(0).values()):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_resumed_ring_commits_only_the_memory_its_restored_transitions_need(tmp_path):
+    """A ring whose checkpoint holds 1 of its 12 chunks: restoring it commits about what filling it did,
+    not the whole ring (zero-filling the chunks the checkpoint lacks would commit all 12)."""
+    frame_shape = (48, 48)
+    agent = make_agent(DQNConfig(), (4,), np.float32, 2)
+    ring = ReplayRing(12 * CHUNK_SLOTS, frame_shape, np.uint8)
+    process = psutil.Process()
+    before = process.memory_info().rss
+    for t in range(CHUNK_SLOTS - 100):
+        frame = np.full((1, *frame_shape), t % 251, np.uint8)
+        ring.add(frame, [0], [1.0], [False], [False], frame)
+    filled = process.memory_info().rss - before
+    Checkpointer(tmp_path, agent, ring).save(1, {})
+    restored = ReplayRing(12 * CHUNK_SLOTS, frame_shape, np.uint8)
+    before = process.memory_info().rss
+    Checkpointer(tmp_path, agent, restored).restore_latest()
+    grown = process.memory_info().rss - before
+    frames_held = CHUNK_SLOTS * np.prod(frame_shape)  # 37.7 MB of a 453 MB ring
+    assert frames_held <= filled and grown < 1.5 * filled < restored.nbytes / 4, (grown, filled, restored.nbytes)
+    assert len(restored) == len(ring)
 
 
 def test_a_checkpoint_without_its_marker_does_not_exist(tmp_path):

@@ -3,6 +3,7 @@
 
 import argparse
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -10,7 +11,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, TINY, train_in_process
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, number, run_cli
 from tfdqn.errors import RunFailure, UserError
@@ -262,11 +263,25 @@ def test_bad_input_to_any_entry_point_is_one_line_and_exit_2(argv, fragment, tmp
 
 
 @pytest.mark.slow
-def test_a_tool_that_starts_tensorflow_keeps_its_start_up_lines_off_stderr(cartpole_run, tmp_path):
+def test_the_learning_curve_plots_the_evaluations_tensorboard_shows_without_starting_tensorflow(tmp_path):
     pytest.importorskip("matplotlib", reason="the plot needs the bench extra")
-    result = _run(["-m", "tools.plot_learning_curve", str(cartpole_run[0]), "--out", "curve.png"], tmp_path)
-    assert (result.returncode, result.stdout, result.stderr) == (0, "curve.png\n", "")
-    assert (tmp_path / "curve.png").stat().st_size > 0
+    from tfdqn.telemetry.tensorboard import read_scalars
+
+    run_dir = tmp_path / "runs" / "a"
+    trained = train_in_process(*TINY, "--set", "run.eval_every=500", "--set", "run.eval_episodes=1",
+                               "--logdir", str(run_dir.parent), "--run-name", "a")
+    assert trained.returncode == 0, trained.stderr
+    probe = ("import json, pathlib, sys; from tools import plot_learning_curve as plot; "
+             f"points = plot.eval_returns(pathlib.Path({str(run_dir)!r})); "
+             "code = plot.run_cli(plot.build_parser(), plot._main, [sys.argv[1], '--out', 'curve.png']); "
+             "print(json.dumps([points, code, 'tensorflow' in sys.modules]))")
+    result = _run(["-c", probe, str(run_dir)], tmp_path)
+    assert result.stderr == "" and result.stdout.startswith("curve.png\n"), result.stderr
+    (steps, values), code, tensorflow_imported = json.loads(result.stdout.splitlines()[1])
+    tagged = read_scalars(run_dir, "charts/eval_return")
+    assert (code, tensorflow_imported) == (0, False) and len(steps) >= 2
+    assert steps == [step for step, _ in tagged] and values == pytest.approx([value for _, value in tagged])
+    assert (tmp_path / "curve.png").stat().st_size > 0 and len(values) == len(steps)
 
 
 def _episodes_only_run(folder, config: str | None):

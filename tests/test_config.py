@@ -61,6 +61,9 @@ def test_set_values_are_typed_by_their_field():
     ({"actors.exploration": "greedy"}, "actors.exploration = 'greedy'"),
     ({"env.step_delay_ms": -1}, "env.step_delay_ms = -1"),
     ({"compute.act_device": "cpu", "run.async_learner": True}, "compute.act_device = 'cpu' with run.async_learner"),
+    ({"replay.compression": "gzip"}, "replay.compression = 'gzip' is out of range; allowed: none, zstd, lz4"),
+    ({"replay.compression": "zstd", "replay.device": "accelerator"},
+     "replay.compression = 'zstd' with replay.device = 'accelerator'"),
 ])
 def test_bad_values_give_one_line_naming_value_and_allowed(overrides, needle):
     with pytest.raises(UserError) as error:

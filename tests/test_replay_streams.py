@@ -195,8 +195,9 @@ def test_a_ring_saved_by_its_dirty_chunks_restores_exactly(monkeypatch):
         restored.load_chunk(chunk, saved[chunk])
     restored.load_counters(counters)
     assert len(restored) == len(original)
-    for name, array in original.chunk_arrays(0).items():
-        np.testing.assert_array_equal(getattr(restored, "_" + name), getattr(original, "_" + name), err_msg=name)
+    for chunk in range(original.num_chunks):
+        for name, array in original.chunk_arrays(chunk).items():
+            np.testing.assert_array_equal(restored.chunk_arrays(chunk)[name], array, err_msg=f"{name}, chunk {chunk}")
     for ring in (original, restored):
         _play(ring, Trajectories(3), [1, 1, 1], 50, np.random.default_rng(1))
     for a, b in zip(original.sample(256), restored.sample(256)):

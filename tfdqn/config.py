@@ -19,6 +19,7 @@ import yaml
 from tfdqn.atomic import atomic_write
 from tfdqn.errors import UserError
 from tfdqn.extras import require
+from tfdqn.replay.frame_codec import CODECS
 
 # The YAML configs ship inside the package, so a non-editable install finds them from any folder.
 CONFIG_DIR = pathlib.Path(str(importlib.resources.files("tfdqn") / "configs"))
@@ -55,6 +56,8 @@ class ReplayConfig:
     batch_size: int = _field(64, "transitions per gradient update")
     device: str = _field("host", "where transitions live: host (NumPy ring; faster on CPU-only machines, "
                                  "docs/performance.md) or accelerator (tf.Variable storage, sampled inside the update graph)")
+    compression: str = _field("none", "host replay: each frame's lossless codec, none, zstd or lz4 (the same run bit "
+                                      "for bit; about 300 of 7,056 bytes per Breakout frame with zstd, docs/replay.md)")
     sampler: str = _field("uniform", "how batches are drawn: uniform, or prioritized (proportional to priority^alpha "
                                      "with importance weights, Schaul et al. 2016)")
     priority_exponent: float = _field(0.6, "prioritized: alpha, how strongly priorities skew sampling (0: uniform; "
@@ -452,6 +455,7 @@ def validate(c: DQNConfig) -> None:
     _check(c.learner.max_grad_norm >= 0, "learner.max_grad_norm", c.learner.max_grad_norm, "a number >= 0")
     _check(c.learner.optimizer in ("adam", "rmsprop"), "learner.optimizer", c.learner.optimizer, "adam, rmsprop")
     _check(c.replay.device in ("host", "accelerator"), "replay.device", c.replay.device, "host, accelerator")
+    _check(c.replay.compression in CODECS, "replay.compression", c.replay.compression, ", ".join(CODECS))
     _check(c.compute.act_device in ("auto", "cpu"), "compute.act_device", c.compute.act_device, "auto, cpu")
     _check(c.network.kind in ("auto", "mlp", "nature_cnn", "small_cnn"), "network.kind", c.network.kind,
            "auto, mlp, nature_cnn, small_cnn")
@@ -487,6 +491,9 @@ def _validate_combinations(c: DQNConfig) -> None:
     if not math.isinf(c.run.target_return) and c.run.eval_every == 0:
         raise UserError(f"config key run.target_return = {c.run.target_return} needs periodic evaluations, but "
                         f"run.eval_every = 0; allowed: run.eval_every >= 1, or run.target_return = inf")
+    if c.replay.compression != "none" and c.replay.device == "accelerator":
+        raise UserError(f"config key replay.compression = {c.replay.compression!r} with replay.device = 'accelerator': "
+                        "that replay keeps its frames in a tf.Variable as they are; allowed: one of the two")
     if c.compute.act_device == "cpu" and c.run.async_learner:  # the copy would read weights mid-update
         raise UserError("config key compute.act_device = 'cpu' with run.async_learner = True would copy weights "
                         "while an update writes them; allowed: one of the two (act_device = 'auto' acts on the "

@@ -12,9 +12,10 @@ import sys
 import numpy as np
 
 from tfdqn import config as config_lib
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.cli import OneLineErrorParser, number, run_cli
 from tfdqn.errors import UserError
 from tfdqn.extras import require
+from tfdqn.run.csv_log import read_evaluations
 
 
 def training_returns(run_dir: pathlib.Path) -> tuple[np.ndarray, np.ndarray]:
@@ -32,12 +33,10 @@ def eval_label(run_dir: pathlib.Path) -> str:
 
 
 def eval_returns(run_dir: pathlib.Path) -> tuple[list, list]:
-    """`charts/eval_return` from the run's TensorBoard events (periodic evaluations)."""
-    start_tensorflow()
-    from tfdqn.telemetry.tensorboard import read_scalars
-
-    points = read_scalars(run_dir, "charts/eval_return")
-    return [step for step, _ in points], [value for _, value in points]
+    """The periodic evaluations from the run's evaluations.csv (the points TensorBoard's
+    `charts/eval_return` shows, read without starting TensorFlow)."""
+    rows = read_evaluations(run_dir)
+    return [int(row["env_steps"]) for row in rows], [float(row["return_mean"]) for row in rows]
 
 
 def build_parser() -> OneLineErrorParser:

@@ -91,7 +91,7 @@ def train_to_end(planned: PlannedRun, cpus: float, collect) -> dict:
         for _ in range(1 + KILLED_RETRIES):
             command, start = train_command(run_dir, planned.arguments)
             starts.append(start)
-            print(f"{planned.what}: {start}, log {log}", flush=True)
+            print(f"{planned.what}: {start}, log {log}\n", end="", flush=True)  # one write: runs start in threads
             code = _run_process(command, log, thread_environment(cpus))
             if code >= 0:  # an exit of its own (0, or a one-line error); negative: a signal killed it
                 break

@@ -19,9 +19,10 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
-from tfdqn.replay.ring import CHUNK_SLOTS, PER_SLOT, ReplayRing
+from tfdqn.replay.frame_store import raw_frames
+from tfdqn.replay.ring import SLOT_RECORDS, ReplayRing, chunk_part
 
-_MIRRORED = tuple(name for name in PER_SLOT if name != "frames")  # slot records kept on both sides
+_MIRRORED = SLOT_RECORDS  # slot records kept on both sides
 _MIRRORED_COUNTERS = ("writes", "oldest", "cursor", "filled")      # what the in-graph predicate and draw read
 
 
@@ -32,7 +33,7 @@ class DeviceReplay(ReplayRing):
         self.graph_generator = tf.random.Generator.from_seed(seed)
         super().__init__(capacity, frame_shape, frame_dtype, stack_size, num_streams, seed, n_step, gamma,
                          clip_rewards, sampler)
-        frames_shape = self._frames.shape
+        frames_shape = (capacity, *frame_shape)
         self._frames = None  # the host frame array is never touched (np.zeros pages stay uncommitted)
         self._variables = {"frames": tf.Variable(tf.zeros(frames_shape, tf.as_dtype(frame_dtype)), trainable=False)}
         for name in _MIRRORED + _MIRRORED_COUNTERS:
@@ -80,19 +81,28 @@ class DeviceReplay(ReplayRing):
 
     def chunk_arrays(self, chunk: int) -> dict:
         self.flush()
-        part = slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
+        part = chunk_part(chunk)
         arrays = {name: getattr(self, "_" + name)[part] for name in _MIRRORED}
         return {"frames": self._variables["frames"][part].numpy(), **arrays}
 
     def load_chunk(self, chunk: int, arrays: dict) -> None:
-        part = slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
-        self._variables["frames"][part].assign(arrays["frames"])
+        self._held[chunk] = True
+        part = chunk_part(chunk)
+        frames = self._variables["frames"]
+        frames[part].assign(raw_frames(arrays, self._frame_shape, frames.dtype.as_numpy_dtype))
         for name in _MIRRORED:
             getattr(self, "_" + name)[part] = arrays[name]
             self._variables[name][part].assign(getattr(self, "_" + name)[part])
 
-    def clear_chunk(self, chunk: int) -> None:
-        part = slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
+    @property
+    def compression(self) -> str:
+        return "none"  # the frames live in a tf.Variable as they are
+
+    def memory_bytes(self) -> int:
+        return self.nbytes
+
+    def _zero_chunk(self, chunk: int) -> None:
+        part = chunk_part(chunk)
         self.load_chunk(chunk, {"frames": np.zeros(self._variables["frames"][part].shape,
                                                    self._variables["frames"].dtype.as_numpy_dtype),
                                 **{name: np.zeros_like(getattr(self, "_" + name)[part]) for name in _MIRRORED}})

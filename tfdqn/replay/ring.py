@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tfdqn.replay.frame_store import frame_store_bytes, make_frame_store
 from tfdqn.replay.samplers import Sampler, UniformSampler
 from tfdqn.replay.sum_tree import SumTree
 
@@ -49,13 +50,12 @@ def _check_sizes(capacity: int, stack_size: int, num_streams: int, n_step: int) 
                          f"allowed: at least stack_size + n_step + 1 = {stack_size + n_step + 1} slots per stream")
 
 
-def _layout(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int, num_streams: int,
-            n_step: int = 1) -> dict:
-    """Name -> (shape, dtype) of every array the ring allocates: one source for allocation and size."""
+def _layout(capacity: int, stack_size: int, num_streams: int, n_step: int = 1) -> dict:
+    """Name -> (shape, dtype) of every array the ring allocates besides its frames (frame_store.py): one
+    source for allocation and size."""
     _check_sizes(capacity, stack_size, num_streams, n_step)
     slot, stream, ring = (capacity,), (num_streams,), (1,)
     return {
-        "frames": (slot + tuple(frame_shape), np.dtype(frame_dtype)),
         "action": (slot, np.dtype(np.int32)),
         "reward": (slot, np.dtype(np.float32)),
         "terminated": (slot, np.dtype(np.bool_)),       # truncation needs no flag: a final-only slot follows
@@ -76,24 +76,30 @@ def _layout(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int, num
     }
 
 
-PER_SLOT = ("frames", "action", "reward", "terminated", "step_in_episode", "final_only", "stream", "seq", "prev",
+SLOT_RECORDS = ("action", "reward", "terminated", "step_in_episode", "final_only", "stream", "seq", "prev",
             "next")
 COUNTERS = ("writes", "oldest", "oldest_slot", "newest_slot", "episode_step", "cursor", "filled", "final_count")
 CHUNK_SLOTS = 16_384  # slots per chunk of the saved ring: a checkpoint rewrites only chunks written since the last
 
 
+def chunk_part(chunk: int) -> slice:
+    return slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
+
+
 class ReplayRing:
     """One preallocated ring of frames shared by every stream, with uniform sampling of rebuilt transitions.
 
-    Arrays are created with np.zeros, so the OS commits pages only as the ring fills.
+    Arrays are created with np.zeros, so the OS commits pages only as the ring fills. `compression`
+    (`replay.compression`) names the frames' lossless codec, or "none".
     """
 
     def __init__(self, capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
                  num_streams: int = 1, seed: int = 0, n_step: int = 1, gamma: float = 1.0,
-                 clip_rewards: bool = False, sampler: Sampler | None = None):
-        layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step)
-        for name, (shape, dtype) in layout.items():  # self._frames, self._action, ... as listed in _layout
+                 clip_rewards: bool = False, sampler: Sampler | None = None, compression: str = "none"):
+        layout = _layout(capacity, stack_size, num_streams, n_step)
+        for name, (shape, dtype) in layout.items():  # self._action, self._reward, ... as listed in _layout
             setattr(self, "_" + name, np.zeros(shape, dtype))
+        self._frames = make_frame_store(capacity, frame_shape, frame_dtype, compression)
         self._num_streams = num_streams
         self._stack_size = stack_size
         self._n_step, self._gamma, self._clip_rewards = n_step, gamma, clip_rewards
@@ -102,18 +108,37 @@ class ReplayRing:
         self.capacity = capacity  # slots, final-frame slots included
         self.observation_shape = self._frame_shape if stack_size == 1 else (stack_size, *self._frame_shape)
         self._dirty = np.zeros(-(-capacity // CHUNK_SLOTS), bool)
+        self._held = np.zeros_like(self._dirty)  # chunks written or loaded since made or cleared: not all zeros
         self.sampler = sampler or UniformSampler()
         self.sampler.attach(self)
         self.nbytes = self.bytes_needed(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step,
-                                        self.sampler.prioritized)
+                                        self.sampler.prioritized, compression)
+        self.raw_nbytes = self.bytes_needed(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step,
+                                            self.sampler.prioritized)  # the same ring without compression
 
     @staticmethod
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
-                     num_streams: int = 1, n_step: int = 1, prioritized: bool = False) -> int:
-        """`nbytes` of a ring built with these arguments, computed without allocating it."""
-        layout = _layout(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step)
+                     num_streams: int = 1, n_step: int = 1, prioritized: bool = False,
+                     compression: str = "none") -> int:
+        """`nbytes` of a ring built with these arguments, computed without allocating it: with compression,
+        without the compressed frames themselves (`frame_bytes` says what they take as they come)."""
+        layout = _layout(capacity, stack_size, num_streams, n_step)
         sampler = SumTree.bytes_needed(capacity) if prioritized else 0
-        return sum(math.prod(shape) * dtype.itemsize for shape, dtype in layout.values()) + sampler
+        frames = frame_store_bytes(capacity, frame_shape, frame_dtype, compression)
+        return sum(math.prod(shape) * dtype.itemsize for shape, dtype in layout.values()) + sampler + frames
+
+    @property
+    def compression(self) -> str:
+        return self._frames.codec
+
+    def memory_bytes(self) -> int:
+        """What the ring takes now at most: `nbytes`, plus the compressed frames it holds (with compression)."""
+        return self.nbytes + self._frames.code_bytes()
+
+    @property
+    def filled(self) -> int:
+        """Slots written so far, at most `capacity` (an episode's final frame takes one of its own)."""
+        return int(self._filled[0])
 
     def add(self, frame, action, reward, terminated, truncated, final_frame, streams=None) -> None:
         """Record one env step of every stream, or of `streams` (distinct indices) where given; each
@@ -198,13 +223,14 @@ class ReplayRing:
     def _mark_written(self, slots: np.ndarray) -> None:
         """`slots` changed: their chunks must be saved again."""
         self._dirty[slots // CHUNK_SLOTS] = True
+        self._held[slots // CHUNK_SLOTS] = True
 
     def _store_frames(self, slots: np.ndarray, frame: np.ndarray) -> None:
-        self._frames[slots] = frame
+        self._frames.store(slots, frame)
 
     def _load_frames(self, slots: np.ndarray) -> np.ndarray:
         """A fresh array of the frames at `slots`."""
-        return self._frames[slots]
+        return self._frames.load(slots)
 
     def is_sampleable(self, indices: np.ndarray) -> np.ndarray:
         """The one predicate: which slots hold usable transitions.
@@ -355,13 +381,16 @@ class ReplayRing:
         self._dirty[chunks] = False
 
     def chunk_arrays(self, chunk: int) -> dict:
-        """Views of every per-slot array over one chunk of slots."""
-        part = slice(chunk * CHUNK_SLOTS, (chunk + 1) * CHUNK_SLOTS)
-        return {name: getattr(self, "_" + name)[part] for name in PER_SLOT}
+        """Every per-slot array over one chunk of slots (views; the frames as their store saves them)."""
+        part = chunk_part(chunk)
+        return {**self._frames.chunk_arrays(part), **{name: getattr(self, "_" + name)[part] for name in SLOT_RECORDS}}
 
-    def load_chunk(self, chunk: int, arrays: dict) -> None:
-        for name, view in self.chunk_arrays(chunk).items():
-            view[...] = arrays[name]
+    def load_chunk(self, chunk: int, arrays) -> None:
+        self._held[chunk] = True
+        part = chunk_part(chunk)
+        self._frames.load_chunk(part, arrays)
+        for name in SLOT_RECORDS:
+            getattr(self, "_" + name)[part] = arrays[name]
 
     def counters(self) -> dict:
         """Cursor, fill level, stream positions and episode positions, the sampling RNG's state and the
@@ -370,9 +399,18 @@ class ReplayRing:
                 "rng": self._rng.bit_generator.state, "sampler": self.sampler.counters()}
 
     def clear_chunk(self, chunk: int) -> None:
-        """Zero a chunk that a restored checkpoint had not written yet (no stale flags survive)."""
-        for view in self.chunk_arrays(chunk).values():
-            view[...] = 0
+        """Zero a chunk that a restored checkpoint had not written yet (no stale flags survive). A chunk
+        nothing wrote or loaded still holds the zeros it was made with and is left untouched, so a resumed
+        run commits only the memory its restored transitions need, as the uninterrupted run did."""
+        if self._held[chunk]:
+            self._zero_chunk(chunk)
+            self._held[chunk] = False
+
+    def _zero_chunk(self, chunk: int) -> None:
+        part = chunk_part(chunk)
+        self._frames.zero_chunk(part)
+        for name in SLOT_RECORDS:
+            getattr(self, "_" + name)[part] = 0
 
     def cut_episodes(self, final_frame, streams=None) -> None:
         """End the episode of every stream (or of `streams`) where it stands, as a truncation:

@@ -102,7 +102,8 @@ def check_memory(config: DQNConfig, spec: EnvSpec, nvml="auto") -> None:
     """Refuse a replay that cannot fit before it is allocated, naming both sizes and where."""
     needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
                                      num_streams=config.num_streams, n_step=config.learner.n_step,
-                                     prioritized=config.replay.sampler == "prioritized")
+                                     prioritized=config.replay.sampler == "prioritized",
+                                     compression=config.replay.compression)
     available, where = memory_for_replay(config.replay.device, nvml)
     if needed > 0.9 * available:
         fits = int(config.replay.capacity * 0.9 * available / needed)
@@ -115,10 +116,23 @@ def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int) -> ReplayRing:
     replay = (DeviceReplay if in_graph else ReplayRing)(
         config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size, num_streams=num_envs,
         seed=config.run.seed, n_step=config.learner.n_step, gamma=config.learner.gamma,
-        clip_rewards=config.learner.clip_rewards, sampler=make_sampler(config.replay, in_graph))
-    print(f"replay: {config.replay.capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB "
-          f"({replay.nbytes:,} bytes, {replay.nbytes / config.replay.capacity:.0f} per transition)", flush=True)
+        clip_rewards=config.learner.clip_rewards, sampler=make_sampler(config.replay, in_graph),
+        **({} if in_graph else {"compression": config.replay.compression}))
+    print(replay_line(replay), flush=True)
     return replay
+
+
+def replay_line(replay: ReplayRing) -> str:
+    """The start line's size of the replay: all of it up front, or with compression what is allocated up front
+    and what the frames would take raw."""
+    capacity = replay.capacity
+    if replay.compression == "none":
+        return (f"replay: {capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB ({replay.nbytes:,} bytes, "
+                f"{replay.nbytes / capacity:.0f} per transition)")
+    raw = replay.raw_nbytes
+    return (f"replay: {capacity:,} transitions, frames compressed with {replay.compression} as they come: "
+            f"{replay.nbytes / 2**20:.1f} MiB up front ({replay.nbytes / capacity:.0f} bytes per transition) plus "
+            f"each frame's code; raw: {raw / 2**30:.2f} GiB ({raw / capacity:.0f} per transition)")
 
 
 def _open_envs(config: DQNConfig) -> tuple:

@@ -55,6 +55,9 @@ def summarize(run, env_steps: int) -> dict:
         "replay_capacity": run.config.replay.capacity,
         "replay_device": run.config.replay.device,
         "replay_bytes": int(run.replay.nbytes),
+        "replay_compression": run.replay.compression,
+        "replay_slots_filled": run.replay.filled,
+        "replay_memory_bytes": int(run.replay.memory_bytes()),  # with the compressed frames it holds
     }
 
 

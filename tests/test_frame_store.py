@@ -1,0 +1,131 @@
+"""The replay's frame stores: compressed frames come back exactly as stored, are counted as they come and go,
+and a ring holding them samples, saves and restores as the raw ring does, draw for draw."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+from tfdqn.config import EnvConfig
+from tfdqn.envs.atari_vector import AtariVector
+from tfdqn.replay.frame_codec import make_codec
+from tfdqn.replay.frame_store import CompressedFrames, RawFrames
+from tfdqn.replay.ring import ReplayRing
+
+CODECS = ("zstd", "lz4")
+
+
+@pytest.fixture(scope="module")
+def breakout_frames() -> np.ndarray:
+    """600 84x84 frames of random Breakout play through the trainer's envs, and 40 of uniform noise (which no
+    codec shrinks), some ending in zero bytes."""
+    env = AtariVector(EnvConfig(id="Breakout", fire_on_reset=False), 1, seed=1)
+    rng = np.random.default_rng(0)
+    frames = [env.reset()[0]]
+    for _ in range(599):
+        frames.append(env.step(rng.integers(4, size=1)).next_frames[0])
+    noise = rng.integers(0, 256, size=(40, 84, 84), dtype=np.uint8)
+    noise[::2, -1, -8:] = 0
+    return np.concatenate([np.stack(frames), noise])
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_every_frame_decodes_to_its_bytes_and_game_frames_shrink(breakout_frames, codec):
+    coder = make_codec(codec, breakout_frames[0].nbytes)
+    codes = [coder.encode(frame) for frame in breakout_frames]
+    for frame, code in zip(breakout_frames, codes):
+        assert coder.decode(code) == frame.tobytes()
+    game = np.mean([len(code) for code in codes[:600]])
+    assert game < breakout_frames[0].nbytes / 10, game  # docs/replay.md: 300 (zstd) and 411 (lz4) of 7,056
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_compressed_store_loads_what_the_raw_store_loads_and_counts_its_bytes(breakout_frames, codec):
+    capacity, shape = 256, breakout_frames.shape[1:]
+    raw, compressed = RawFrames(capacity, shape, np.uint8), CompressedFrames(capacity, shape, np.uint8, codec)
+    rng = np.random.default_rng(1)
+    for start in range(0, len(breakout_frames), 32):  # wraps twice: slots are overwritten
+        slots = (np.arange(start, start + 32) * 7) % capacity
+        frames = breakout_frames[start:start + 32]
+        raw.store(slots[:len(frames)], frames)
+        compressed.store(slots[:len(frames)], frames)
+        drawn = rng.integers(capacity, size=(32, 7))  # a batch's windows, with repeats and unwritten slots
+        np.testing.assert_array_equal(compressed.load(drawn), raw.load(drawn))
+    codes = compressed._codes.tolist()
+    assert compressed.code_bytes() == sum(map(len, codes)) + sum(map(bool, codes)) * sys.getsizeof(b"")
+    assert RawFrames.bytes_needed(capacity, shape, np.uint8) == capacity * 7056 and raw.code_bytes() == 0
+    assert CompressedFrames.bytes_needed(capacity, shape, np.uint8) == capacity * 8
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_saved_chunks_restore_into_either_store_and_zeroing_forgets_their_bytes(breakout_frames, codec, tmp_path):
+    capacity, shape, part = 300, breakout_frames.shape[1:], slice(100, 200)
+    source = CompressedFrames(capacity, shape, np.uint8, codec)
+    source.store(np.arange(150), breakout_frames[:150])  # the chunk is half written
+    np.savez(tmp_path / "chunk.npz", **source.chunk_arrays(part))  # as checkpoint.py saves a chunk
+    expected = source.load(np.arange(100, 200))
+    assert not expected[50:].any()
+    other = "lz4" if codec == "zstd" else "zstd"
+    for target in (RawFrames(capacity, shape, np.uint8), CompressedFrames(capacity, shape, np.uint8, codec),
+                   CompressedFrames(capacity, shape, np.uint8, other)):
+        with np.load(tmp_path / "chunk.npz") as arrays:
+            target.load_chunk(part, arrays)
+        np.testing.assert_array_equal(target.load(np.arange(100, 200)), expected)
+    same = CompressedFrames(capacity, shape, np.uint8, codec)
+    with np.load(tmp_path / "chunk.npz") as arrays:
+        same.load_chunk(part, arrays)
+    assert same._codes[100:150].tolist() == source._codes[100:150].tolist()  # the saved bytes, not recompressed
+    raw = RawFrames(capacity, shape, np.uint8)
+    raw.store(np.arange(150), breakout_frames[:150])
+    compressed = CompressedFrames(capacity, shape, np.uint8, codec)
+    compressed.load_chunk(part, raw.chunk_arrays(part))  # a raw checkpoint resumed with compression on
+    np.testing.assert_array_equal(compressed.load(np.arange(100, 200)), expected)
+    before = compressed.code_bytes()
+    compressed.zero_chunk(part)
+    assert compressed.code_bytes() == 0 < before and not compressed.load(np.arange(capacity)).any()
+
+
+def _play(rings, frames, steps, seed):
+    """The same random play of 3 streams (ends and cuts included) into each of `rings`."""
+    rng = np.random.default_rng(seed)
+    for t in range(steps):
+        streams = np.sort(rng.choice(3, size=rng.integers(1, 4), replace=False))
+        frame = frames[(t * 3 + streams) % len(frames)]
+        terminated, truncated = rng.random(len(streams)) < 0.03, rng.random(len(streams)) < 0.02
+        final = frames[(t * 5 + streams) % len(frames)]
+        for ring in rings:
+            ring.add(frame, np.full(len(streams), t % 4), np.full(len(streams), t % 3 - 1.0),
+                     terminated, truncated & ~terminated, final, streams=streams)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_a_ring_with_compressed_frames_draws_the_batches_of_the_raw_ring(breakout_frames, codec, tmp_path):
+    """Prioritized or not, through wraps, ends and a save and restore by chunks: the same batches, draw for draw."""
+    from tfdqn.replay.samplers import PrioritizedSampler
+
+    def ring(compression, seed=3):
+        return ReplayRing(500, (84, 84), np.uint8, 4, num_streams=3, seed=seed, n_step=3, gamma=0.99,
+                          clip_rewards=True, sampler=PrioritizedSampler(0.6, 1e-6), compression=compression)
+
+    raw, compressed = ring("none"), ring(codec)
+    _play([raw, compressed], breakout_frames, 900, seed=4)
+    assert len(raw) == len(compressed) > 300
+    for _ in range(5):
+        for a, b in zip(raw.sample_stacked(2, 32, beta=0.5), compressed.sample_stacked(2, 32, beta=0.5)):
+            np.testing.assert_array_equal(a, b)
+    saved = {}
+    for chunk in compressed.dirty_chunks():
+        np.savez(tmp_path / f"{chunk}.npz", **compressed.chunk_arrays(chunk))
+    counters = json.loads(json.dumps(compressed.counters()))
+    restored = ring(codec, seed=99)
+    for chunk in range(restored.num_chunks):
+        with np.load(tmp_path / f"{chunk}.npz") as arrays:
+            restored.load_chunk(chunk, arrays)
+            saved[chunk] = arrays["frame_codes"].nbytes
+    restored.load_counters(counters)
+    restored.sampler.load_arrays(compressed.sampler.arrays())
+    assert restored.memory_bytes() == compressed.memory_bytes() < raw.memory_bytes() / 5
+    for a, b in zip(raw.sample_stacked(2, 32, beta=0.5), restored.sample_stacked(2, 32, beta=0.5)):
+        np.testing.assert_array_equal(a, b)
+    assert sum(saved.values()) < raw.capacity * 7056 / 5  # the checkpoint carries the codes

@@ -1,0 +1,155 @@
+"""Where the replay ring keeps its frames, one per slot: as they are, or each compressed losslessly.
+
+Both stores answer `load` with the very frames `store` was given, so a run with compression is the same
+run bit for bit. A saved chunk describes itself (raw frames, or a codec's bytes with each slot's length),
+so either store restores a chunk either wrote: a checkpoint's compressed bytes are written and read as
+they are, never compressed again.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import numpy as np
+
+from tfdqn.replay.frame_codec import make_codec
+
+EMPTY_CODE_BYTES = sys.getsizeof(b"")  # a bytes object's own size besides its contents (CPython: 33)
+
+
+def _frame_bytes(frame_shape: tuple, frame_dtype) -> int:
+    return math.prod(frame_shape) * np.dtype(frame_dtype).itemsize
+
+
+class RawFrames:
+    """Frames as they are, in one array allocated up front (np.zeros: pages are committed as slots fill)."""
+
+    codec = "none"
+
+    def __init__(self, capacity: int, frame_shape: tuple, frame_dtype):
+        self._frames = np.zeros((capacity, *frame_shape), frame_dtype)
+        self._frame_shape, self._frame_dtype = tuple(frame_shape), np.dtype(frame_dtype)
+
+    @staticmethod
+    def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype) -> int:
+        return capacity * _frame_bytes(frame_shape, frame_dtype)
+
+    def store(self, slots: np.ndarray, frames: np.ndarray) -> None:
+        self._frames[slots] = frames
+
+    def load(self, slots: np.ndarray) -> np.ndarray:
+        """A fresh array [*slots.shape, *frame_shape] of the frames at `slots`."""
+        return self._frames[slots]
+
+    def code_bytes(self) -> int:
+        """Bytes held beyond `bytes_needed`: none (the array is all of it)."""
+        return 0
+
+    def chunk_arrays(self, part: slice) -> dict:
+        return {"frames": self._frames[part]}
+
+    def load_chunk(self, part: slice, arrays) -> None:
+        self._frames[part] = raw_frames(arrays, self._frame_shape, self._frame_dtype)
+
+    def zero_chunk(self, part: slice) -> None:
+        self._frames[part] = 0
+
+
+class CompressedFrames:
+    """Each frame compressed on its own with `codec` (frame_codec.py), held as one bytes object per slot.
+
+    A slot costs an 8-byte reference (`bytes_needed`), and once written its code and the bytes object's own
+    EMPTY_CODE_BYTES (`code_bytes`, counted as frames come and go). Decoding reads each distinct slot of a
+    batch once."""
+
+    def __init__(self, capacity: int, frame_shape: tuple, frame_dtype, codec: str):
+        self._frame_shape, self._frame_dtype = tuple(frame_shape), np.dtype(frame_dtype)
+        self.codec = codec
+        self._codec = make_codec(codec, _frame_bytes(frame_shape, frame_dtype))
+        self._codes = np.full(capacity, b"", dtype=object)  # b"": never written (no codec makes an empty code)
+        self._code_bytes = 0  # the codes' lengths summed
+        self._written = 0     # slots holding a code
+
+    @staticmethod
+    def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype) -> int:
+        """The references alone: what the frames themselves take depends on the game (`code_bytes`)."""
+        return capacity * np.dtype(object).itemsize
+
+    def store(self, slots: np.ndarray, frames: np.ndarray) -> None:
+        frames = np.broadcast_to(frames, (len(slots), *self._frame_shape))
+        for slot, frame in zip(slots.tolist(), frames):
+            code = self._codec.encode(np.ascontiguousarray(frame, self._frame_dtype))
+            self._replace(slice(slot, slot + 1), [code])
+
+    def load(self, slots: np.ndarray) -> np.ndarray:
+        unique, inverse = np.unique(slots, return_inverse=True)
+        decoded = np.empty((len(unique), *self._frame_shape), self._frame_dtype)
+        flat = decoded.reshape(len(unique), math.prod(self._frame_shape)).view(np.uint8)
+        for row, code in enumerate(self._codes[unique].tolist()):
+            if code:
+                flat[row] = np.frombuffer(self._codec.decode(code), np.uint8)
+            else:
+                flat[row] = 0
+        return decoded[inverse.reshape(np.shape(slots))]
+
+    def code_bytes(self) -> int:
+        """The codes held and their bytes objects: the memory the frames take now beyond `bytes_needed`."""
+        return self._code_bytes + self._written * EMPTY_CODE_BYTES
+
+    def _replace(self, part: slice, codes: list[bytes]) -> None:
+        """Hold `codes` in the slots of `part`, counting what comes and goes."""
+        old = self._codes[part].tolist()
+        self._code_bytes += sum(map(len, codes)) - sum(map(len, old))
+        self._written += sum(map(bool, codes)) - sum(map(bool, old))
+        self._codes[part] = codes
+
+    def chunk_arrays(self, part: slice) -> dict:
+        """The chunk's codes as they are, one after another, with each slot's length (0: never written)."""
+        codes = self._codes[part].tolist()
+        return {"frame_codes": np.frombuffer(b"".join(codes), np.uint8),
+                "frame_code_lengths": np.fromiter(map(len, codes), np.int64, len(codes)),
+                "frame_codec": np.array(self.codec)}
+
+    def load_chunk(self, part: slice, arrays) -> None:
+        if "frame_codes" in arrays and str(arrays["frame_codec"]) == self.codec:
+            codes = _split_codes(arrays)
+        else:  # raw frames, or another codec's: compressed here
+            frames = raw_frames(arrays, self._frame_shape, self._frame_dtype)
+            codes = [self._codec.encode(frame) for frame in frames]
+        self._replace(part, codes)
+
+    def zero_chunk(self, part: slice) -> None:
+        self._replace(part, [b""] * len(self._codes[part]))
+
+
+def _split_codes(arrays) -> list[bytes]:
+    """The codes of a saved chunk, one per slot (b"" where none was written)."""
+    data = arrays["frame_codes"].tobytes()
+    ends = np.cumsum(arrays["frame_code_lengths"]).tolist()
+    return [data[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+
+
+def raw_frames(arrays, frame_shape: tuple, frame_dtype) -> np.ndarray:
+    """A saved chunk's frames as they are: its raw array, or its codes decoded (unwritten slots zero)."""
+    if "frame_codes" not in arrays:
+        return arrays["frames"]
+    codes = _split_codes(arrays)
+    codec = make_codec(str(arrays["frame_codec"]), _frame_bytes(frame_shape, frame_dtype))
+    frames = np.zeros((len(codes), *frame_shape), frame_dtype)
+    for row, code in enumerate(codes):
+        if code:
+            frames[row] = np.frombuffer(codec.decode(code), frame_dtype).reshape(frame_shape)
+    return frames
+
+
+def make_frame_store(capacity: int, frame_shape: tuple, frame_dtype, compression: str) -> RawFrames | CompressedFrames:
+    if compression == "none":
+        return RawFrames(capacity, frame_shape, frame_dtype)
+    return CompressedFrames(capacity, frame_shape, frame_dtype, compression)
+
+
+def frame_store_bytes(capacity: int, frame_shape: tuple, frame_dtype, compression: str) -> int:
+    """What `make_frame_store` allocates up front."""
+    store = RawFrames if compression == "none" else CompressedFrames
+    return store.bytes_needed(capacity, frame_shape, frame_dtype)
