@@ -92,7 +92,8 @@ def test_a_run_with_compressed_frames_is_the_same_run(tmp_path):
     assert episodes[0] == episodes[1] and len(episodes[0].splitlines()) >= 3
     assert summaries[0]["final_eval_returns"] == summaries[1]["final_eval_returns"]
     assert summaries[0]["updates"] == summaries[1]["updates"] == 400
-    assert [s["replay_compression"] for s in summaries] == ["none", "zstd"]
+    assert [s["replay_compression"] for s in summaries] == ["none", "zstd"] and summaries[1]["replay_fewest_held"] is None
+    assert summaries[1]["replay_slots_held"] == summaries[1]["replay_slots_filled"] > 1200
     assert summaries[0]["replay_memory_bytes"] == summaries[0]["replay_bytes"]  # raw: all of it up front
     # Pong's frames: about 180 bytes each with zstd (docs/replay.md), beside 50 per slot of records up front
     assert summaries[1]["replay_memory_bytes"] / summaries[1]["replay_slots_filled"] < 1000

@@ -97,39 +97,3 @@ def test_a_replay_that_does_not_fit_is_refused_before_the_run_folder_exists(tmp_
     with pytest.raises(Exception, match="of host memory is available; allowed: replay.capacity <="):
         build_run(config, tmp_path / "run")
     assert not (tmp_path / "run").exists() and not _run_threads()
-
-
-class _OneGpu:
-    """NVML's answers for one GPU with 2 GiB free: an NVIDIA GPU cannot exist on this machine."""
-
-    class _Memory:
-        free = 2 * 2**30
-
-    def nvmlDeviceGetCount(self):
-        return 1
-
-    def nvmlDeviceGetHandleByIndex(self, index):
-        return index
-
-    def nvmlDeviceGetMemoryInfo(self, handle):
-        return self._Memory()
-
-
-@pytest.mark.parametrize("device, nvml, where", [("accelerator", _OneGpu(), "GPU memory"),
-                                                 ("accelerator", None, "host memory"),
-                                                 ("host", _OneGpu(), "host memory")])
-def test_the_memory_check_reads_the_memory_the_replay_will_live_in(device, nvml, where):
-    """A device replay lives in the GPU's memory where there is one (host memory otherwise, as on a CPU)."""
-    from tfdqn.envs.make import make_env
-    from tfdqn.errors import UserError
-    from tfdqn.run.build import check_memory
-
-    config = _config(**{"env.id": "Breakout", "env.frame_stack": 4, "replay.capacity": 1_000_000,
-                        "replay.device": device})
-    env, spec = make_env(config.env, seed=0)
-    env.close()
-    if where == "GPU memory":  # 1M Atari frames need about 7 GiB: more than the GPU's 2 GiB
-        with pytest.raises(UserError, match=r"needs \d+\.\d+ GiB but only 2\.00 GiB of GPU memory is available"):
-            check_memory(config, spec, nvml=nvml)
-    else:
-        check_memory(config, spec, nvml=nvml)  # this machine's host memory holds it

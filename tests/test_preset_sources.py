@@ -12,7 +12,8 @@ from tfdqn import config as config_lib
 from tfdqn.presets import PRESETS
 
 # Never a recipe's: which game, where the work runs, how it is logged and saved.
-NOT_RECIPE = {"env.id", "env.step_delay_ms", "replay.device", "replay.compression", "run.seed", "run.log_every", "run.checkpoint_every",
+NOT_RECIPE = {"env.id", "env.step_delay_ms", "replay.device", "replay.compression", "replay.memory_budget_gib",
+              "run.seed", "run.log_every", "run.checkpoint_every",
               *(f"compute.{key}" for key in ("act_jit_compile", "update_jit_compile", "act_device",
                                              "mixed_precision", "deterministic")),
               *(f"actors.{key}" for key in ("count", "envs_per_actor", "weight_sync_period", "chunk_steps",

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from tfdqn.replay.device import DeviceReplay
 from tfdqn.replay.ring import ReplayRing
-from tfdqn.replay.samplers import GraphPrioritizedSampler, PrioritizedSampler
+from tfdqn.replay.graph_samplers import GraphPrioritizedSampler
+from tfdqn.replay.samplers import PrioritizedSampler
 
 ALPHA, EPSILON = 0.6, 1e-6
 

@@ -58,6 +58,10 @@ class ReplayConfig:
                                  "docs/performance.md) or accelerator (tf.Variable storage, sampled inside the update graph)")
     compression: str = _field("none", "host replay: each frame's lossless codec, none, zstd or lz4 (the same run bit "
                                       "for bit; about 300 of 7,056 bytes per Breakout frame with zstd, docs/replay.md)")
+    memory_budget_gib: float = _field(0.0, "with compression: the most memory the replay may take, GiB (its records "
+                                           "up front and the frames it holds); frames that compress worse cost "
+                                           "transitions held, never memory. 0: the raw ring's size, or half the "
+                                           "memory available at start if that is less")
     sampler: str = _field("uniform", "how batches are drawn: uniform, or prioritized (proportional to priority^alpha "
                                      "with importance weights, Schaul et al. 2016)")
     priority_exponent: float = _field(0.6, "prioritized: alpha, how strongly priorities skew sampling (0: uniform; "
@@ -456,6 +460,7 @@ def validate(c: DQNConfig) -> None:
     _check(c.learner.optimizer in ("adam", "rmsprop"), "learner.optimizer", c.learner.optimizer, "adam, rmsprop")
     _check(c.replay.device in ("host", "accelerator"), "replay.device", c.replay.device, "host, accelerator")
     _check(c.replay.compression in CODECS, "replay.compression", c.replay.compression, ", ".join(CODECS))
+    _check(c.replay.memory_budget_gib >= 0, "replay.memory_budget_gib", c.replay.memory_budget_gib, "a number >= 0")
     _check(c.compute.act_device in ("auto", "cpu"), "compute.act_device", c.compute.act_device, "auto, cpu")
     _check(c.network.kind in ("auto", "mlp", "nature_cnn", "small_cnn"), "network.kind", c.network.kind,
            "auto, mlp, nature_cnn, small_cnn")
@@ -491,6 +496,9 @@ def _validate_combinations(c: DQNConfig) -> None:
     if not math.isinf(c.run.target_return) and c.run.eval_every == 0:
         raise UserError(f"config key run.target_return = {c.run.target_return} needs periodic evaluations, but "
                         f"run.eval_every = 0; allowed: run.eval_every >= 1, or run.target_return = inf")
+    if c.replay.memory_budget_gib > 0 and c.replay.compression == "none":  # raw frames take all of it up front
+        raise UserError(f"config key replay.memory_budget_gib = {c.replay.memory_budget_gib} needs compressed frames, "
+                        "but replay.compression = 'none'; allowed: replay.compression = zstd or lz4, or a budget of 0")
     if c.replay.compression != "none" and c.replay.device == "accelerator":
         raise UserError(f"config key replay.compression = {c.replay.compression!r} with replay.device = 'accelerator': "
                         "that replay keeps its frames in a tf.Variable as they are; allowed: one of the two")

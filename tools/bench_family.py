@@ -63,7 +63,8 @@ def prioritized_figures(seconds: float) -> dict:
     """Milliseconds per prioritized draw of 32 with its importance weights and priority update, at 1M slots."""
     import tensorflow as tf
 
-    from tfdqn.replay.samplers import GraphPrioritizedSampler, PrioritizedSampler
+    from tfdqn.replay.graph_samplers import GraphPrioritizedSampler
+    from tfdqn.replay.samplers import PrioritizedSampler
     from tfdqn.replay.sum_tree import build_tree, tree_size
 
     rng = np.random.default_rng(0)

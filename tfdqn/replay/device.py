@@ -10,7 +10,7 @@ It is a `ReplayRing`: the host API (`sample`, `gather`, `is_sampleable`, checkpo
 identically, so the same replay tests run on both. The in-graph sampler draws from its own seeded
 `tf.random.Generator`, so its batches differ from the host ring's NumPy draws for the same seed.
 n-step returns and reward clipping are rebuilt in the graph as the host ring rebuilds them; a
-prioritized sampler keeps its sum tree in a tf.Variable (`samplers.GraphPrioritizedSampler`), sampled
+prioritized sampler keeps its sum tree in a tf.Variable (`graph_samplers.GraphPrioritizedSampler`), sampled
 and updated inside the update graph.
 """
 
@@ -20,6 +20,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfdqn.replay.frame_store import raw_frames
+from tfdqn.replay.graph_samplers import GraphUniformSampler
 from tfdqn.replay.ring import SLOT_RECORDS, ReplayRing, chunk_part
 
 _MIRRORED = SLOT_RECORDS  # slot records kept on both sides
@@ -32,7 +33,7 @@ class DeviceReplay(ReplayRing):
                  clip_rewards: bool = False, sampler=None):
         self.graph_generator = tf.random.Generator.from_seed(seed)
         super().__init__(capacity, frame_shape, frame_dtype, stack_size, num_streams, seed, n_step, gamma,
-                         clip_rewards, sampler)
+                         clip_rewards, sampler or GraphUniformSampler())
         frames_shape = (capacity, *frame_shape)
         self._frames = None  # the host frame array is never touched (np.zeros pages stay uncommitted)
         self._variables = {"frames": tf.Variable(tf.zeros(frames_shape, tf.as_dtype(frame_dtype)), trainable=False)}
@@ -86,7 +87,7 @@ class DeviceReplay(ReplayRing):
         return {"frames": self._variables["frames"][part].numpy(), **arrays}
 
     def load_chunk(self, chunk: int, arrays: dict) -> None:
-        self._held[chunk] = True
+        self._chunk_in_use[chunk] = True
         part = chunk_part(chunk)
         frames = self._variables["frames"]
         frames[part].assign(raw_frames(arrays, self._frame_shape, frames.dtype.as_numpy_dtype))

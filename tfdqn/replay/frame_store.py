@@ -55,6 +55,9 @@ class RawFrames:
     def zero_chunk(self, part: slice) -> None:
         self._frames[part] = 0
 
+    def forget(self, slots: np.ndarray) -> None:
+        """The ring no longer reads `slots`: their frames may go (an array keeps them; it frees nothing)."""
+
 
 class CompressedFrames:
     """Each frame compressed on its own with `codec` (frame_codec.py), held as one bytes object per slot.
@@ -121,6 +124,13 @@ class CompressedFrames:
 
     def zero_chunk(self, part: slice) -> None:
         self._replace(part, [b""] * len(self._codes[part]))
+
+    def forget(self, slots: np.ndarray) -> None:
+        """Free the codes at `slots` (distinct)."""
+        old = self._codes[slots].tolist()
+        self._code_bytes -= sum(map(len, old))
+        self._written -= sum(map(bool, old))
+        self._codes[slots] = b""
 
 
 def _split_codes(arrays) -> list[bytes]:

@@ -15,6 +15,7 @@ truncated transition can bootstrap from it. Every rule for which slots may not b
 from __future__ import annotations
 
 import math
+import sys
 from typing import NamedTuple
 
 import numpy as np
@@ -72,13 +73,16 @@ def _layout(capacity: int, stack_size: int, num_streams: int, n_step: int = 1) -
         "episode_step": (stream, np.dtype(np.int64)),   # step_in_episode of the stream's next frame
         "cursor": (ring, np.dtype(np.int64)),           # next slot to write
         "filled": (ring, np.dtype(np.int64)),           # slots written so far, at most capacity
+        "held": (ring, np.dtype(np.int64)),             # slots holding data: the `held` newest written ones
         "final_count": (ring, np.dtype(np.int64)),      # final-only slots among the held ones
     }
 
 
 SLOT_RECORDS = ("action", "reward", "terminated", "step_in_episode", "final_only", "stream", "seq", "prev",
             "next")
-COUNTERS = ("writes", "oldest", "oldest_slot", "newest_slot", "episode_step", "cursor", "filled", "final_count")
+COUNTERS = ("writes", "oldest", "oldest_slot", "newest_slot", "episode_step", "cursor", "filled", "held",
+            "final_count")
+OPTIONAL_COUNTERS = {"held": "filled"}  # counter -> the one it equals in a checkpoint written before it existed
 CHUNK_SLOTS = 16_384  # slots per chunk of the saved ring: a checkpoint rewrites only chunks written since the last
 
 
@@ -90,12 +94,15 @@ class ReplayRing:
     """One preallocated ring of frames shared by every stream, with uniform sampling of rebuilt transitions.
 
     Arrays are created with np.zeros, so the OS commits pages only as the ring fills. `compression`
-    (`replay.compression`) names the frames' lossless codec, or "none".
+    (`replay.compression`) names the frames' lossless codec, or "none". With compression, `memory_budget`
+    (bytes, 0: none) caps `memory_bytes()`: where frames compress worse than that allows, the ring vacates
+    its oldest slots early and holds fewer transitions, says so once on stderr, and never takes more.
     """
 
     def __init__(self, capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
                  num_streams: int = 1, seed: int = 0, n_step: int = 1, gamma: float = 1.0,
-                 clip_rewards: bool = False, sampler: Sampler | None = None, compression: str = "none"):
+                 clip_rewards: bool = False, sampler: Sampler | None = None, compression: str = "none",
+                 memory_budget: int = 0):
         layout = _layout(capacity, stack_size, num_streams, n_step)
         for name, (shape, dtype) in layout.items():  # self._action, self._reward, ... as listed in _layout
             setattr(self, "_" + name, np.zeros(shape, dtype))
@@ -108,13 +115,18 @@ class ReplayRing:
         self.capacity = capacity  # slots, final-frame slots included
         self.observation_shape = self._frame_shape if stack_size == 1 else (stack_size, *self._frame_shape)
         self._dirty = np.zeros(-(-capacity // CHUNK_SLOTS), bool)
-        self._held = np.zeros_like(self._dirty)  # chunks written or loaded since made or cleared: not all zeros
+        self._chunk_in_use = np.zeros_like(self._dirty)  # chunks written or loaded since made or cleared: not all zeros
         self.sampler = sampler or UniformSampler()
         self.sampler.attach(self)
         self.nbytes = self.bytes_needed(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step,
                                         self.sampler.prioritized, compression)
         self.raw_nbytes = self.bytes_needed(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step,
                                             self.sampler.prioritized)  # the same ring without compression
+        if memory_budget and compression == "none":
+            raise ValueError(f"memory_budget = {memory_budget} needs compression; allowed: 0 without it")
+        self.memory_budget = memory_budget
+        self.fewest_held = None  # the fewest slots held after the budget first made the ring vacate some
+        self._floor = num_streams * (stack_size + n_step + 1)  # never vacated below: each stream's stack and look-ahead
 
     @staticmethod
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype, stack_size: int = 1,
@@ -140,6 +152,11 @@ class ReplayRing:
         """Slots written so far, at most `capacity` (an episode's final frame takes one of its own)."""
         return int(self._filled[0])
 
+    @property
+    def held(self) -> int:
+        """Slots holding data now: `filled`, less those a memory budget vacated."""
+        return int(self._held[0])
+
     def add(self, frame, action, reward, terminated, truncated, final_frame, streams=None) -> None:
         """Record one env step of every stream, or of `streams` (distinct indices) where given; each
         argument has a leading axis of one entry per stream written.
@@ -160,6 +177,31 @@ class ReplayRing:
             final_frame = self._per_stream("final_frame", final_frame, self._frame_shape, len(streams))
             self._write(streams[ended], final_frame[ended], 0, 0.0, False, final_only=True)
             self._episode_step[streams[ended]] = 0
+        if self.memory_budget and self.memory_bytes() > self.memory_budget:
+            self._keep_within_budget()
+
+    def _keep_within_budget(self) -> None:
+        """Vacate the oldest slots, in steps of about a thousandth of the ring, until the memory is within the
+        budget again; the first time, say so in one line."""
+        while self.memory_bytes() > self.memory_budget and self._held[0] > self._floor:
+            per_slot = self._frames.code_bytes() / self._held[0]
+            count = int((self.memory_bytes() - self.memory_budget) / per_slot) + 1 + self.capacity // 1000
+            self._vacate(min(count, int(self._held[0]) - self._floor))
+        if self.fewest_held is None:
+            print(f"warning: replay frames take {self._frames.code_bytes() / self._held[0]:,.0f} bytes each with "
+                  f"{self.compression}, more than the memory budget of {self.memory_budget / 2**30:.2f} GiB allows "
+                  f"for {self.capacity:,} transitions: holding the newest {int(self._held[0]):,} instead",
+                  file=sys.stderr, flush=True)
+        self.fewest_held = min(int(self._held[0]), self.fewest_held or self.capacity)
+
+    def _vacate(self, count: int) -> None:
+        """Forget the `count` oldest held slots before the cursor reaches them, and their frames."""
+        slots = (self._cursor[0] - self._held[0] + np.arange(count)) % self.capacity
+        self._evict(slots)
+        self._frames.forget(slots)
+        self.sampler.vacated(slots)
+        self._mark_written(slots)  # a checkpoint must not bring their frames back
+        self._held[0] -= count
 
     def _selected(self, streams) -> np.ndarray:
         """The stream indices an add() or cut_episodes() writes: `streams`, or all of them (None)."""
@@ -177,7 +219,7 @@ class ReplayRing:
     def _write(self, streams, frame, action, reward, terminated, final_only: bool) -> None:
         """Write one slot for each of `streams` (distinct) at the cursor, in order, evicting the oldest slots."""
         slots = (self._cursor[0] + np.arange(len(streams))) % self.capacity
-        self._evict(slots)
+        self._evict(slots[self.capacity - self._held[0]:])  # the rest of the cursor's slots hold nothing
         self._link(streams, slots)
         self._store_frames(slots, frame)
         self._action[slots] = action
@@ -194,11 +236,10 @@ class ReplayRing:
         self.sampler.written(slots, final_only)
         self._cursor[0] = (self._cursor[0] + len(streams)) % self.capacity
         self._filled[0] = min(self._filled[0] + len(streams), self.capacity)
+        self._held[0] = min(self._held[0] + len(streams), self.capacity)
 
-    def _evict(self, slots: np.ndarray) -> None:
-        """Forget what `slots` held: the globally oldest slots, so each is also its stream's oldest."""
-        filled = self._filled[0]
-        held = slots if filled == self.capacity else slots[slots < filled]  # written: [0, filled) until full
+    def _evict(self, held: np.ndarray) -> None:
+        """Forget what the slots `held` held: the globally oldest slots, so each is also its stream's oldest."""
         if not held.size:
             return
         owner, seq = self._stream[held], self._seq[held]
@@ -223,7 +264,7 @@ class ReplayRing:
     def _mark_written(self, slots: np.ndarray) -> None:
         """`slots` changed: their chunks must be saved again."""
         self._dirty[slots // CHUNK_SLOTS] = True
-        self._held[slots // CHUNK_SLOTS] = True
+        self._chunk_in_use[slots // CHUNK_SLOTS] = True
 
     def _store_frames(self, slots: np.ndarray, frame: np.ndarray) -> None:
         self._frames.store(slots, frame)
@@ -262,7 +303,7 @@ class ReplayRing:
             oldest = self._next[oldest]
         slots = np.concatenate(candidates)
         refused = ~self._final_only[slots] & ~self.is_sampleable(slots)
-        return int(self._filled[0] - self._final_count[0] - refused.sum())
+        return int(self._held[0] - self._final_count[0] - refused.sum())
 
     def can_sample(self, batch_size: int) -> bool:
         """Whether at least `batch_size` distinct transitions are sampleable (sampling is with replacement)."""
@@ -301,8 +342,8 @@ class ReplayRing:
         return indices
 
     def draw_uniform(self, count: int, rng: np.random.Generator) -> np.ndarray:
-        """[count] slots drawn uniformly over the written ones (refused ones included: the caller redraws)."""
-        age = rng.integers(self._filled[0], size=count)  # 0: the newest slot
+        """[count] slots drawn uniformly over the held ones (refused ones included: the caller redraws)."""
+        age = rng.integers(self._held[0], size=count)  # 0: the newest slot
         return (self._cursor[0] - 1 - age) % self.capacity
 
     def update_priorities(self, indices: np.ndarray, losses: np.ndarray, seq: np.ndarray) -> None:
@@ -386,7 +427,7 @@ class ReplayRing:
         return {**self._frames.chunk_arrays(part), **{name: getattr(self, "_" + name)[part] for name in SLOT_RECORDS}}
 
     def load_chunk(self, chunk: int, arrays) -> None:
-        self._held[chunk] = True
+        self._chunk_in_use[chunk] = True
         part = chunk_part(chunk)
         self._frames.load_chunk(part, arrays)
         for name in SLOT_RECORDS:
@@ -402,9 +443,9 @@ class ReplayRing:
         """Zero a chunk that a restored checkpoint had not written yet (no stale flags survive). A chunk
         nothing wrote or loaded still holds the zeros it was made with and is left untouched, so a resumed
         run commits only the memory its restored transitions need, as the uninterrupted run did."""
-        if self._held[chunk]:
+        if self._chunk_in_use[chunk]:
             self._zero_chunk(chunk)
-            self._held[chunk] = False
+            self._chunk_in_use[chunk] = False
 
     def _zero_chunk(self, chunk: int) -> None:
         part = chunk_part(chunk)
@@ -426,7 +467,7 @@ class ReplayRing:
 
     def load_counters(self, counters: dict) -> None:
         for name in COUNTERS:
-            getattr(self, "_" + name)[...] = counters[name]
+            getattr(self, "_" + name)[...] = counters[name if name in counters else OPTIONAL_COUNTERS[name]]
         self._rng.bit_generator.state = counters["rng"]
         self.sampler.load_counters(counters["sampler"])
         self._dirty[:] = False

@@ -8,7 +8,6 @@ import pathlib
 import threading
 import time
 
-import psutil
 import tensorflow as tf
 
 from tfdqn import config as config_lib
@@ -20,7 +19,6 @@ from tfdqn.config import DQNConfig
 from tfdqn.envs.make import EnvSpec, describe_protocol, make_env
 from tfdqn.envs.seeds import derive_seed
 from tfdqn.envs.vector import make_vector_env
-from tfdqn.errors import UserError
 from tfdqn.replay.device import DeviceReplay
 from tfdqn.replay.ring import ReplayRing
 from tfdqn.replay.samplers import make_sampler
@@ -33,12 +31,13 @@ from tfdqn.run.evaluation import Evaluator
 from tfdqn.run.csv_log import EVALUATIONS_HEADER, CsvLog
 from tfdqn.run.hooks import EvaluationHook, ProfilerHook, SummaryHook, SummarySources
 from tfdqn.run.lock import RunLock
+from tfdqn.run.replay_memory import check_memory, replay_line
 from tfdqn.run.run_dir import make_run_dir
 from tfdqn.run.saving import CheckpointService
 from tfdqn.run.signals import StopRequest
 from tfdqn.telemetry.layout import run_layout
 from tfdqn.telemetry.phase_timer import PhaseTimer
-from tfdqn.telemetry.system_monitor import SystemMonitor, gpu_free_bytes
+from tfdqn.telemetry.system_monitor import SystemMonitor
 from tfdqn.telemetry.tensorboard import Logger
 from tfdqn.telemetry.tracking import make_tracker
 
@@ -88,51 +87,15 @@ class Run:
         self.close()
 
 
-def memory_for_replay(replay_device: str, nvml="auto") -> tuple[int, str]:
-    """(free bytes, name) of the memory the replay will live in: the GPU's for `replay.device: accelerator`
-    where there is an NVIDIA GPU (TensorFlow places its variables there), else the host's."""
-    if replay_device == "accelerator":
-        free = gpu_free_bytes(nvml)
-        if free is not None:
-            return free, "GPU memory"
-    return psutil.virtual_memory().available, "host memory"
-
-
-def check_memory(config: DQNConfig, spec: EnvSpec, nvml="auto") -> None:
-    """Refuse a replay that cannot fit before it is allocated, naming both sizes and where."""
-    needed = ReplayRing.bytes_needed(config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size,
-                                     num_streams=config.num_streams, n_step=config.learner.n_step,
-                                     prioritized=config.replay.sampler == "prioritized",
-                                     compression=config.replay.compression)
-    available, where = memory_for_replay(config.replay.device, nvml)
-    if needed > 0.9 * available:
-        fits = int(config.replay.capacity * 0.9 * available / needed)
-        raise UserError(f"replay.capacity = {config.replay.capacity:,} needs {needed / 2**30:.2f} GiB but only "
-                        f"{available / 2**30:.2f} GiB of {where} is available; allowed: replay.capacity <= {fits:,}")
-
-
-def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int) -> ReplayRing:
+def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int, memory_budget: int) -> ReplayRing:
     in_graph = config.replay.device == "accelerator"
+    compressed = {} if in_graph else {"compression": config.replay.compression, "memory_budget": memory_budget}
     replay = (DeviceReplay if in_graph else ReplayRing)(
         config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size, num_streams=num_envs,
         seed=config.run.seed, n_step=config.learner.n_step, gamma=config.learner.gamma,
-        clip_rewards=config.learner.clip_rewards, sampler=make_sampler(config.replay, in_graph),
-        **({} if in_graph else {"compression": config.replay.compression}))
+        clip_rewards=config.learner.clip_rewards, sampler=make_sampler(config.replay, in_graph), **compressed)
     print(replay_line(replay), flush=True)
     return replay
-
-
-def replay_line(replay: ReplayRing) -> str:
-    """The start line's size of the replay: all of it up front, or with compression what is allocated up front
-    and what the frames would take raw."""
-    capacity = replay.capacity
-    if replay.compression == "none":
-        return (f"replay: {capacity:,} transitions, {replay.nbytes / 2**30:.2f} GiB ({replay.nbytes:,} bytes, "
-                f"{replay.nbytes / capacity:.0f} per transition)")
-    raw = replay.raw_nbytes
-    return (f"replay: {capacity:,} transitions, frames compressed with {replay.compression} as they come: "
-            f"{replay.nbytes / 2**20:.1f} MiB up front ({replay.nbytes / capacity:.0f} bytes per transition) plus "
-            f"each frame's code; raw: {raw / 2**30:.2f} GiB ({raw / capacity:.0f} per transition)")
 
 
 def _open_envs(config: DQNConfig) -> tuple:
@@ -228,13 +191,13 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         with contextlib.ExitStack() as until_owned:  # closes the envs if anything fails before the collector owns them
             if vector is not None:
                 until_owned.callback(vector.close)
-            check_memory(config, spec)
+            memory_budget = check_memory(config, spec)
             check_augmentation(config.learner, spec.observation_shape, spec.frame_dtype)
             make_run_dir(run_dir)
             closing.enter_context(RunLock(run_dir))
             print(f"evaluation {describe_protocol(config.env, spec, config.exploration.eval_epsilon)}", flush=True)
             config_lib.save(config, run_dir / "config.yaml")
-            replay = _make_replay(config, spec, config.num_streams)
+            replay = _make_replay(config, spec, config.num_streams, memory_budget)
             replay_lock = threading.Lock()
             agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
             timer = PhaseTimer()

@@ -47,7 +47,7 @@ from tfdqn.agent.agent import Agent
 from tfdqn.atomic import atomic_write, write_json
 from tfdqn.errors import RunFailure, UserError, one_line
 from tfdqn.run.markers import complete_steps, installed_versions, marker_path, marker_record, written_by
-from tfdqn.replay.ring import ReplayRing
+from tfdqn.replay.ring import OPTIONAL_COUNTERS, ReplayRing
 from tfdqn.sources import BEST_FILE, read_best
 
 # What reading a damaged or missing checkpoint file raises, from TensorFlow's reader, NumPy, JSON or
@@ -220,7 +220,7 @@ class Checkpointer:
 
 def _check_replay_layout(replay: ReplayRing, manifest: dict) -> None:
     """A manifest written by another replay layout lacks this ring's counters: a version skew, not damage."""
-    missing = sorted(set(replay.counters()) - set(manifest["counters"]))
+    missing = sorted(set(replay.counters()) - set(manifest["counters"]) - set(OPTIONAL_COUNTERS))
     if missing:
         raise _Mismatch("a replay layout without " + ", ".join(missing), KeyError(missing[0]))
 

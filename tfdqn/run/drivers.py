@@ -23,7 +23,7 @@ import time
 import tensorflow as tf
 
 from tfdqn.agent.counters import Counters
-from tfdqn.replay.samplers import importance_exponent
+from tfdqn.replay.graph_samplers import importance_exponent
 from tfdqn.run.cadence import updates_due
 from tfdqn.telemetry.phase_timer import PhaseTimer
 

@@ -58,6 +58,8 @@ def summarize(run, env_steps: int) -> dict:
         "replay_compression": run.replay.compression,
         "replay_slots_filled": run.replay.filled,
         "replay_memory_bytes": int(run.replay.memory_bytes()),  # with the compressed frames it holds
+        **({"replay_memory_budget": run.replay.memory_budget, "replay_slots_held": run.replay.held,
+            "replay_fewest_held": run.replay.fewest_held} if run.replay.compression != "none" else {}),
     }
 
 
