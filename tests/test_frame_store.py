@@ -2,15 +2,18 @@
 and a ring holding them samples, saves and restores as the raw ring does, draw for draw."""
 
 import json
+import subprocess
 import sys
 
 import numpy as np
 import pytest
 
+from tests.conftest import REPO
+
 from tfdqn.config import EnvConfig
 from tfdqn.envs.atari_vector import AtariVector
 from tfdqn.replay.frame_codec import make_codec
-from tfdqn.replay.frame_store import CompressedFrames, RawFrames
+from tfdqn.replay.frame_store import CompressedFrames, RawFrames, code_memory
 from tfdqn.replay.ring import ReplayRing
 
 CODECS = ("zstd", "lz4")
@@ -52,8 +55,8 @@ def test_a_compressed_store_loads_what_the_raw_store_loads_and_counts_its_bytes(
         compressed.store(slots[:len(frames)], frames)
         drawn = rng.integers(capacity, size=(32, 7))  # a batch's windows, with repeats and unwritten slots
         np.testing.assert_array_equal(compressed.load(drawn), raw.load(drawn))
-    codes = compressed._codes.tolist()
-    assert compressed.code_bytes() == sum(map(len, codes)) + sum(map(bool, codes)) * sys.getsizeof(b"")
+    codes = [code for code in compressed._codes.tolist() if code]
+    assert compressed.code_bytes() == sum(code_memory(len(code)) for code in codes)
     assert RawFrames.bytes_needed(capacity, shape, np.uint8) == capacity * 7056 and raw.code_bytes() == 0
     assert CompressedFrames.bytes_needed(capacity, shape, np.uint8) == capacity * 8
 
@@ -129,3 +132,31 @@ def test_a_ring_with_compressed_frames_draws_the_batches_of_the_raw_ring(breakou
     for a, b in zip(raw.sample_stacked(2, 32, beta=0.5), restored.sample_stacked(2, 32, beta=0.5)):
         np.testing.assert_array_equal(a, b)
     assert sum(saved.values()) < raw.capacity * 7056 / 5  # the checkpoint carries the codes
+
+
+_MEMORY_PROBE = """
+import json, sys
+import numpy as np, psutil
+from tfdqn.config import EnvConfig
+from tfdqn.envs.atari_vector import AtariVector
+from tfdqn.replay.frame_store import CompressedFrames
+
+env = AtariVector(EnvConfig(id="Breakout"), 1, seed=2)
+rng = np.random.default_rng(0)
+frames = np.stack([env.reset()[0]] + [env.step(rng.integers(4, size=1)).next_frames[0] for _ in range(999)])
+store = CompressedFrames(60_000, (84, 84), np.uint8, sys.argv[1])
+before = psutil.Process().memory_info().rss
+for start in range(0, 60_000, 100):
+    store.store(np.arange(start, start + 100), frames[start % 1000:start % 1000 + 100])
+print(json.dumps([psutil.Process().memory_info().rss - before, store.code_bytes()]))
+"""
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_the_codes_counted_are_the_memory_they_take(codec):
+    """The budget's figure against the process's: 60,000 Breakout frames stored, in a fresh process."""
+    result = subprocess.run([sys.executable, "-c", _MEMORY_PROBE, codec], cwd=REPO, capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    grown, counted = json.loads(result.stdout)
+    assert 0.9 * grown < counted < 1.1 * grown + 2**20, (grown, counted)

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from tfdqn.replay.frame_store import EMPTY_CODE_BYTES
+from tfdqn.replay.frame_store import EMPTY_CODE_BYTES, code_memory
 from tfdqn.replay.ring import ReplayRing
 from tfdqn.replay.samplers import PrioritizedSampler, UniformSampler
 
@@ -21,7 +21,7 @@ def _rings(capacity, held_frames, prioritized, seed=0):
         return ReplayRing(capacity, SHAPE, np.uint8, 4, num_streams=3, seed=seed, n_step=3, gamma=0.9,
                           sampler=sampler, compression=compression, memory_budget=budget)
     up_front = ring("zstd").nbytes
-    return ring("zstd", up_front + held_frames * (1024 + 16 + EMPTY_CODE_BYTES)), ring("none")
+    return ring("zstd", up_front + held_frames * code_memory(1024 + 16)), ring("none")
 
 
 def _step(rings, t, rng, noisy):

@@ -57,7 +57,7 @@ class ReplayConfig:
     device: str = _field("host", "where transitions live: host (NumPy ring; faster on CPU-only machines, "
                                  "docs/performance.md) or accelerator (tf.Variable storage, sampled inside the update graph)")
     compression: str = _field("none", "host replay: each frame's lossless codec, none, zstd or lz4 (the same run bit "
-                                      "for bit; about 300 of 7,056 bytes per Breakout frame with zstd, docs/replay.md)")
+                                      "for bit; docs/replay.md)")
     memory_budget_gib: float = _field(0.0, "with compression: the most memory the replay may take, GiB (its records "
                                            "up front and the frames it holds); frames that compress worse cost "
                                            "transitions held, never memory. 0: the raw ring's size, or half the "

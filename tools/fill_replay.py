@@ -19,12 +19,13 @@ import numpy as np
 
 from tfdqn import config as config_lib
 from tfdqn.atomic import atomic_write
+from tfdqn.bench.report import command_line, machine
 from tfdqn.cli import OneLineErrorParser, number, run_cli
 from tfdqn.envs.vector import make_vector_env
 from tfdqn.errors import UserError
 from tfdqn.replay.frame_codec import CODECS
 from tfdqn.replay.ring import ReplayRing
-from tfdqn.run.replay_memory import check_memory, replay_line
+from tfdqn.run.replay_memory import check_memory, host_memory_left, replay_line
 
 
 def build_parser() -> OneLineErrorParser:
@@ -32,7 +33,7 @@ def build_parser() -> OneLineErrorParser:
     parser.add_argument("--env", default="Breakout", help="env name or id, as tfdqn train takes it")
     parser.add_argument("--capacity", type=number(int), default=1_000_000, help="replay transitions")
     parser.add_argument("--transitions", type=number(int), help="env steps to play (default: --capacity)")
-    parser.add_argument("--compression", choices=CODECS, default="zstd", help="the frames' codec")
+    parser.add_argument("--compression", default="zstd", help=f"the frames' codec: {', '.join(CODECS)}")
     parser.add_argument("--memory-budget-gib", type=number(float), default=0.0,
                         help="replay.memory_budget_gib (0: the default budget)")
     parser.add_argument("--num-envs", type=number(int), default=8, help="envs stepped together")
@@ -49,6 +50,7 @@ def _main(args) -> int:
     transitions = args.capacity if args.transitions is None else args.transitions
     if transitions < 1:
         raise UserError(f"--transitions {transitions} is out of range; allowed: an integer >= 1")
+    left_at_start, where = host_memory_left()
     vector, spec = make_vector_env(config.env, config.run.num_envs, seed=config.run.seed)
     try:
         budget = check_memory(config, spec)
@@ -60,9 +62,11 @@ def _main(args) -> int:
     finally:
         vector.close()
     peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    report.update(env_id=spec.env_id, capacity=replay.capacity, compression=replay.compression,
-                  memory_budget_bytes=replay.memory_budget, raw_bytes=replay.raw_nbytes,
-                  seconds=round(time.perf_counter() - started, 1), peak_rss_bytes=peak_rss)
+    report.update(command=command_line("python -m tools.fill_replay", None), machine=machine(),
+                  memory_left_at_start={"bytes": left_at_start, "what": where}, env_id=spec.env_id,
+                  capacity=replay.capacity, compression=replay.compression, memory_budget_bytes=replay.memory_budget,
+                  raw_bytes=replay.raw_nbytes, seconds=round(time.perf_counter() - started, 1),
+                  peak_rss_bytes=peak_rss)
     line = json.dumps(report)
     if args.out:
         atomic_write(args.out, (line + "\n").encode())

@@ -16,6 +16,14 @@ import numpy as np
 from tfdqn.replay.frame_codec import make_codec
 
 EMPTY_CODE_BYTES = sys.getsizeof(b"")  # a bytes object's own size besides its contents (CPython: 33)
+SMALL_OBJECT_BYTES = 512  # CPython's allocator serves objects up to this size from pools, in steps of 16 bytes
+
+
+def code_memory(length: int) -> int:
+    """What a code of `length` bytes takes as a bytes object: its size rounded up to the allocator's 16-byte
+    step, plus malloc's 16-byte header above SMALL_OBJECT_BYTES."""
+    size = -(-(length + EMPTY_CODE_BYTES) // 16) * 16
+    return size if size <= SMALL_OBJECT_BYTES else size + 16
 
 
 def _frame_bytes(frame_shape: tuple, frame_dtype) -> int:
@@ -62,8 +70,8 @@ class RawFrames:
 class CompressedFrames:
     """Each frame compressed on its own with `codec` (frame_codec.py), held as one bytes object per slot.
 
-    A slot costs an 8-byte reference (`bytes_needed`), and once written its code and the bytes object's own
-    EMPTY_CODE_BYTES (`code_bytes`, counted as frames come and go). Decoding reads each distinct slot of a
+    A slot costs an 8-byte reference (`bytes_needed`), and once written its code in a bytes object of its
+    own (`code_memory`; `code_bytes` counts them as frames come and go). Decoding reads each distinct slot of a
     batch once."""
 
     def __init__(self, capacity: int, frame_shape: tuple, frame_dtype, codec: str):
@@ -71,8 +79,7 @@ class CompressedFrames:
         self.codec = codec
         self._codec = make_codec(codec, _frame_bytes(frame_shape, frame_dtype))
         self._codes = np.full(capacity, b"", dtype=object)  # b"": never written (no codec makes an empty code)
-        self._code_bytes = 0  # the codes' lengths summed
-        self._written = 0     # slots holding a code
+        self._code_bytes = 0  # what the codes held take (code_memory of each)
 
     @staticmethod
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype) -> int:
@@ -97,14 +104,12 @@ class CompressedFrames:
         return decoded[inverse.reshape(np.shape(slots))]
 
     def code_bytes(self) -> int:
-        """The codes held and their bytes objects: the memory the frames take now beyond `bytes_needed`."""
-        return self._code_bytes + self._written * EMPTY_CODE_BYTES
+        """The codes held as bytes objects: the memory the frames take now beyond `bytes_needed`."""
+        return self._code_bytes
 
     def _replace(self, part: slice, codes: list[bytes]) -> None:
         """Hold `codes` in the slots of `part`, counting what comes and goes."""
-        old = self._codes[part].tolist()
-        self._code_bytes += sum(map(len, codes)) - sum(map(len, old))
-        self._written += sum(map(bool, codes)) - sum(map(bool, old))
+        self._code_bytes += _memory(codes) - _memory(self._codes[part].tolist())
         self._codes[part] = codes
 
     def chunk_arrays(self, part: slice) -> dict:
@@ -127,10 +132,13 @@ class CompressedFrames:
 
     def forget(self, slots: np.ndarray) -> None:
         """Free the codes at `slots` (distinct)."""
-        old = self._codes[slots].tolist()
-        self._code_bytes -= sum(map(len, old))
-        self._written -= sum(map(bool, old))
+        self._code_bytes -= _memory(self._codes[slots].tolist())
         self._codes[slots] = b""
+
+
+def _memory(codes: list[bytes]) -> int:
+    """What `codes` take (b"", never written, is one shared object: nothing)."""
+    return sum(code_memory(len(code)) for code in codes if code)
 
 
 def _split_codes(arrays) -> list[bytes]:

@@ -184,7 +184,7 @@ class ReplayRing:
         """Vacate the oldest slots, in steps of about a thousandth of the ring, until the memory is within the
         budget again; the first time, say so in one line."""
         while self.memory_bytes() > self.memory_budget and self._held[0] > self._floor:
-            per_slot = self._frames.code_bytes() / self._held[0]
+            per_slot = max(self._frames.code_bytes() / self._held[0], 1.0)
             count = int((self.memory_bytes() - self.memory_budget) / per_slot) + 1 + self.capacity // 1000
             self._vacate(min(count, int(self._held[0]) - self._floor))
         if self.fewest_held is None:

@@ -13,7 +13,7 @@ import psutil
 from tfdqn.config import DQNConfig
 from tfdqn.envs.spec import EnvSpec
 from tfdqn.errors import UserError
-from tfdqn.replay.frame_store import EMPTY_CODE_BYTES
+from tfdqn.replay.frame_store import code_memory
 from tfdqn.replay.ring import ReplayRing
 from tfdqn.telemetry.system_monitor import gpu_free_bytes
 
@@ -69,7 +69,7 @@ def host_memory_left() -> tuple[int, str]:
     options = [(psutil.virtual_memory().available, "host memory")]
     cgroup = cgroup_memory_left()
     if cgroup is not None:
-        options.append((cgroup, "memory under this cgroup's limit (memory.max)"))
+        options.append((cgroup, "memory under this cgroup's limit"))
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft != resource.RLIM_INFINITY:
         options.append((soft - psutil.Process().memory_info().vms, "address space under this process's RLIMIT_AS"))
@@ -112,7 +112,7 @@ def check_memory(config: DQNConfig, spec: EnvSpec, nvml="auto") -> int:
                             f"{available / 2**30:.2f} GiB of {where} is available; allowed: replay.capacity <= {fits:,}")
         return 0
     frame_bytes = math.prod(spec.frame_shape) * np.dtype(spec.frame_dtype).itemsize
-    least = up_front + _least_slots(config) * (frame_bytes + WORST_CODE_OVERHEAD + EMPTY_CODE_BYTES)
+    least = up_front + _least_slots(config) * code_memory(frame_bytes + WORST_CODE_OVERHEAD)
     budget = config.replay.memory_budget_gib * 2**30
     if budget == 0:
         budget = max(min(raw, available // 2), least)
