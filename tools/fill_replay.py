@@ -12,7 +12,7 @@ limit cannot hold. Prints one JSON line (and writes it to --out).
 from __future__ import annotations
 
 import json
-import resource
+import pathlib
 import time
 
 import numpy as np
@@ -61,7 +61,7 @@ def _main(args) -> int:
         started, report = time.perf_counter(), _fill(vector, spec, replay, transitions, args.seed)
     finally:
         vector.close()
-    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    peak_rss = peak_rss_bytes()
     report.update(command=command_line("python -m tools.fill_replay", None), machine=machine(),
                   memory_left_at_start={"bytes": left_at_start, "what": where}, env_id=spec.env_id,
                   capacity=replay.capacity, compression=replay.compression, memory_budget_bytes=replay.memory_budget,
@@ -72,6 +72,13 @@ def _main(args) -> int:
         atomic_write(args.out, (line + "\n").encode())
     print(line)
     return 0
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident memory since it started (VmHWM). Not getrusage's ru_maxrss: that one
+    survives exec, so a child of a larger process reports its parent's peak."""
+    status = pathlib.Path("/proc/self/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) * 1024
 
 
 def _fill(vector, spec, replay: ReplayRing, transitions: int, seed: int) -> dict:
