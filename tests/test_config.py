@@ -62,6 +62,7 @@ def test_set_values_are_typed_by_their_field():
     ({"env.step_delay_ms": -1}, "env.step_delay_ms = -1"),
     ({"compute.act_device": "cpu", "run.async_learner": True}, "compute.act_device = 'cpu' with run.async_learner"),
     ({"replay.compression": "gzip"}, "replay.compression = 'gzip' is out of range; allowed: none, zstd, lz4"),
+    ({"replay.prefetch": True, "replay.device": "accelerator"}, "replay.prefetch = True with replay.device = 'accelerator'"),
     ({"replay.memory_budget_gib": -1}, "replay.memory_budget_gib = -1.0 is out of range; allowed: a number >= 0"),
     ({"replay.memory_budget_gib": 2}, "replay.memory_budget_gib = 2.0 needs compressed frames, but replay.compression"),
     ({"replay.compression": "zstd", "replay.device": "accelerator"},

@@ -66,3 +66,58 @@ def test_async_run_holds_the_replay_ratio_within_five_percent(tmp_path):
     ratios = [updates[step] / s for step, s in steps if step > 1000]  # windows after learning starts
     assert ratios and all(abs(r * 2 - 1) <= 0.05 for r in ratios), ratios
     assert 0 < summary["learner_busy_share"] <= 1 and summary["final_eval_episodes"] == 2
+
+
+def _cartpole_rings(count: int):
+    """`count` identical host rings (same seed) holding the same 600 CartPole-like transitions."""
+    import numpy as np
+
+    from tfdqn.replay.ring import ReplayRing
+
+    rings = [ReplayRing(1000, (4,), np.float32, seed=5, n_step=3, gamma=0.9) for _ in range(count)]
+    rng = np.random.default_rng(0)
+    for t in range(600):
+        frame = rng.normal(size=(1, 4)).astype(np.float32)
+        for ring in rings:
+            ring.add(frame, [t % 2], [1.0], [t % 50 == 49], [False], frame + 1)
+    return rings
+
+
+def test_a_prefetched_call_gets_the_batches_drawn_as_the_previous_call_went_to_the_update():
+    import numpy as np
+
+    from tfdqn.agent.agent import make_agent
+    from tfdqn.config import DQNConfig
+    from tfdqn.run.drivers import PrefetchedHostReplayUpdates
+
+    ring, twin = _cartpole_rings(2)
+    agent = make_agent(DQNConfig(), (4,), np.float32, 2)
+    source = PrefetchedHostReplayUpdates(agent.learner, ring, 32, lambda: 0.4, threading.Lock())
+    expected_first = twin.stack(twin.sample_indices(32, draws=64), 2)
+    first = source.prepare(2)
+    source.run(first)
+    drawn_during_the_update = twin.sample_indices(32, draws=64)
+    second = source.prepare(2)
+    for got, want in [(first[0], expected_first), (second[0], twin.stack(drawn_during_the_update, 2))]:
+        for a, b in zip(got, want):
+            np.testing.assert_array_equal(a, b)
+    assert any(t.name.startswith("tfdqn-prefetch") for t in threading.enumerate())
+    source.run(second)
+    twin.sample_indices(32, draws=64)  # prefetched for a call of 2, then discarded: the next call asks for 1
+    third = source.prepare(1)
+    for a, b in zip(third[0], twin.stack(twin.sample_indices(32), 1)):
+        np.testing.assert_array_equal(a, b)
+    source.close()
+    assert not any(t.name.startswith("tfdqn-prefetch") for t in threading.enumerate())
+
+
+@pytest.mark.slow
+def test_prefetched_runs_repeat_themselves_with_compressed_frames_or_raw(tmp_path):
+    runs = {}
+    for name, compression in (("raw", "none"), ("zstd", "zstd")):
+        result = train_in_process(*TINY, "--seed", "4", "--set", "replay.prefetch=true", "--set",
+                                  f"replay.compression={compression}", "--logdir", str(tmp_path), "--run-name", name)
+        assert result.returncode == 0, result.stderr
+        runs[name] = ((tmp_path / name / "episodes.csv").read_text(),
+                      json.loads((tmp_path / name / "summary.json").read_text())["final_eval_returns"])
+    assert runs["raw"] == runs["zstd"] and len(runs["raw"][0].splitlines()) > 10

@@ -9,7 +9,8 @@ import pytest
 from tfdqn import config as config_lib
 from tfdqn.errors import RunFailure
 from tfdqn.run.build import build_run
-from tfdqn.run.drivers import BackgroundDriver, DeviceReplayUpdates, HostReplayUpdates, InlineDriver
+from tfdqn.run.drivers import (BackgroundDriver, DeviceReplayUpdates, HostReplayUpdates, InlineDriver,
+                               PrefetchedHostReplayUpdates)
 from tfdqn.run.loop import train
 from tfdqn.telemetry.tensorboard import read_scalars
 
@@ -27,18 +28,20 @@ def _run_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("tfdqn-")]
 
 
-MODES = {  # (run.async_learner, replay.device) -> the driver and batch source build_run must pick
-    "inline-host": (False, "host", InlineDriver, HostReplayUpdates),
-    "inline-device": (False, "accelerator", InlineDriver, DeviceReplayUpdates),
-    "background-host": (True, "host", BackgroundDriver, HostReplayUpdates),
-    "background-device": (True, "accelerator", BackgroundDriver, DeviceReplayUpdates),
+MODES = {  # (run.async_learner, replay.device, replay.prefetch) -> the driver and batch source build_run must pick
+    "inline-host": (False, "host", False, InlineDriver, HostReplayUpdates),
+    "inline-host-prefetched": (False, "host", True, InlineDriver, PrefetchedHostReplayUpdates),
+    "inline-device": (False, "accelerator", False, InlineDriver, DeviceReplayUpdates),
+    "background-host": (True, "host", False, BackgroundDriver, HostReplayUpdates),
+    "background-host-prefetched": (True, "host", True, BackgroundDriver, PrefetchedHostReplayUpdates),
+    "background-device": (True, "accelerator", False, BackgroundDriver, DeviceReplayUpdates),
 }
 
 
 @pytest.mark.parametrize("mode", MODES)
 def test_every_driver_and_batch_source_trains_through_the_same_loop(mode, tmp_path):
-    async_learner, device, driver_type, source_type = MODES[mode]
-    config = _config(**{"run.async_learner": async_learner, "replay.device": device})
+    async_learner, device, prefetch, driver_type, source_type = MODES[mode]
+    config = _config(**{"run.async_learner": async_learner, "replay.device": device, "replay.prefetch": prefetch})
     with build_run(config, tmp_path / "probe") as run:
         assert type(run.driver) is driver_type and type(run.driver._source) is source_type
     summary = train(config, tmp_path / "run", quiet=True)

@@ -30,7 +30,7 @@ ATARI_100K = {
     "learner.double_dqn": True, "learner.max_grad_norm": 0.0, "learner.clip_rewards": True, "learner.n_step": 10,
     "exploration.eval_epsilon": 0.001, "run.total_steps": 100_000, "run.learning_starts": 1_600,
     "run.training_interval": 1.0, "run.env_steps_per_round": 1, "run.final_eval_episodes": 100, "run.eval_every": 0,
-    "run.num_envs": 1, "run.async_learner": False, "actors.kind": "inline"}
+    "run.num_envs": 1, "run.async_learner": False, "replay.prefetch": False, "actors.kind": "inline"}
 
 SOURCES = {
     "drq_eps": {**ATARI_100K, "replay.sampler": "uniform", "network.noisy": False, "learner.huber_delta": 1.0,
@@ -52,7 +52,8 @@ SOURCES = {
                 "learner.max_grad_norm": 0.0, "learner.target_update_period": 2_000, "run.learning_starts": 20_000,
                 "learner.target_update_phase": 0,
                 "run.training_interval": 4.0, "run.env_steps_per_round": 1, "run.num_envs": 1,
-                "run.async_learner": False, "actors.kind": "inline", "exploration.epsilon_start": 0.0,
+                "run.async_learner": False, "replay.prefetch": False, "actors.kind": "inline",
+                "exploration.epsilon_start": 0.0,
                 "exploration.epsilon_end": 0.0, "learner.gamma": 0.99, "replay.batch_size": 32,
                 "replay.capacity": 1_000_000, "env.frame_stack": 4, "env.frame_skip": 4, "env.screen_size": 84,
                 "network.kind": "nature_cnn", "network.conv_padding": "valid", "learner.clip_rewards": True,

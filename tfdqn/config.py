@@ -58,6 +58,9 @@ class ReplayConfig:
                                  "docs/performance.md) or accelerator (tf.Variable storage, sampled inside the update graph)")
     compression: str = _field("none", "host replay: each frame's lossless codec, none, zstd or lz4 (the same run bit "
                                       "for bit; docs/replay.md)")
+    prefetch: bool = _field(False, "host replay: draw the next update's batches as this one's go to the update and "
+                                   "assemble them (decode, stack, n-step sums) in a second thread while it runs; "
+                                   "batches are then drawn one update early (docs/replay.md)")
     memory_budget_gib: float = _field(0.0, "with compression: the most memory the replay may take, GiB (its records "
                                            "up front and the frames it holds); frames that compress worse cost "
                                            "transitions held, never memory. 0: the raw ring's size, or half the "
@@ -499,6 +502,9 @@ def _validate_combinations(c: DQNConfig) -> None:
     if c.replay.memory_budget_gib > 0 and c.replay.compression == "none":  # raw frames take all of it up front
         raise UserError(f"config key replay.memory_budget_gib = {c.replay.memory_budget_gib} needs compressed frames, "
                         "but replay.compression = 'none'; allowed: replay.compression = zstd or lz4, or a budget of 0")
+    if c.replay.prefetch and c.replay.device == "accelerator":
+        raise UserError("config key replay.prefetch = True with replay.device = 'accelerator': that replay's "
+                        "batches are drawn inside the update graph; allowed: one of the two")
     if c.replay.compression != "none" and c.replay.device == "accelerator":
         raise UserError(f"config key replay.compression = {c.replay.compression!r} with replay.device = 'accelerator': "
                         "that replay keeps its frames in a tf.Variable as they are; allowed: one of the two")

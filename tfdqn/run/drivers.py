@@ -2,7 +2,8 @@
 
 A driver combines two choices, each a small class:
 - where the k batches of a fused call come from (`HostReplayUpdates`: the NumPy ring samples them and
-  they are copied in; `DeviceReplayUpdates`: the update graph samples its own from tf.Variables);
+  they are copied in; `PrefetchedHostReplayUpdates`: the same, assembled while the previous update runs;
+  `DeviceReplayUpdates`: the update graph samples its own from tf.Variables);
 - when the updates run (`InlineDriver`: in the loop's thread right after each collect;
   `BackgroundDriver`: in a learner thread behind a `RatioGate`, while the envs step).
 So async + device replay samples inside the graph as inline device replay does: no frame goes
@@ -16,6 +17,7 @@ async runs are not bit-reproducible; the synchronous modes are.
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
 import threading
 import time
@@ -57,6 +59,49 @@ class HostReplayUpdates:
                 self._replay.update_priorities(indices, metrics["priority"].numpy().reshape(-1), seq)
         return metrics
 
+    def close(self) -> None:
+        """Nothing to stop."""
+
+
+class PrefetchedHostReplayUpdates(HostReplayUpdates):
+    """`HostReplayUpdates` that draws the next call's batches as this call's go to the update and assembles
+    them (frames decoded, stacks and n-step sums built, weights) in a second thread while the update runs
+    (`replay.prefetch`), so an update waits for its batch only when assembling takes longer than updating.
+
+    A call's batches are drawn one call early: from the replay as it was then, before the previous call's
+    priorities were written, with beta of then. Such runs differ from unprefetched ones and repeat
+    themselves: `run` returns only once the next batches are assembled, before any step is added."""
+
+    def __init__(self, learner, replay, batch_size: int, beta, replay_lock: threading.Lock):
+        super().__init__(learner, replay, batch_size, beta, replay_lock)
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tfdqn-prefetch")
+        self._next = None  # the next call's prepared batches, if drawn
+
+    def prepare(self, k: int):
+        prefetched, self._next = self._next, None
+        if prefetched is not None and len(prefetched[1]) == k * self._batch_size:
+            return prefetched
+        return super().prepare(k)  # the first call, or another k than the last (a catch-up round)
+
+    def run(self, prepared) -> dict:
+        k = len(prepared[1]) // self._batch_size
+        with self._lock:
+            indices = self._replay.sample_indices(self._batch_size, draws=k * self._batch_size)
+            beta = float(self._beta()) if self._replay.sampler.prioritized else 1.0
+            seq = self._replay.seq_of(indices)
+        assembled = self._pool.submit(self._assemble, indices, k, beta)
+        try:
+            return super().run(prepared)
+        finally:
+            self._next = (*assembled.result(), seq)
+
+    def _assemble(self, indices, k: int, beta: float) -> tuple:
+        with self._lock:
+            return self._replay.stack(indices, k, beta), indices
+
+    def close(self) -> None:
+        self._pool.shutdown()
+
 
 class DeviceReplayUpdates:
     """k updates whose batches the update graph draws from the device ring (`replay.device: accelerator`),
@@ -78,6 +123,9 @@ class DeviceReplayUpdates:
 
     def run(self, k: int) -> dict:
         return self._update(tf.constant(k, tf.int32))
+
+    def close(self) -> None:
+        """Nothing to stop."""
 
 
 def _owed(counters: Counters, cadence: tuple[int, int, int]) -> int:
@@ -109,7 +157,7 @@ class InlineDriver:
         """Nothing is ever pending between calls."""
 
     def close(self) -> None:
-        """Nothing to stop."""
+        self._source.close()
 
 
 class RatioGate:
@@ -214,12 +262,14 @@ class BackgroundDriver:
     def close(self) -> None:
         self.gate.close()
         self._thread.join()
+        self._source.close()
 
 
 def make_driver(config, agent, replay, replay_lock: threading.Lock, timer: PhaseTimer, num_envs: int):
     """The driver the config asks for: `replay.device` picks the batch source, `run.async_learner` the thread."""
-    source_type = DeviceReplayUpdates if config.replay.device == "accelerator" else HostReplayUpdates
     run, r = config.run, config.replay
+    source_type = (DeviceReplayUpdates if r.device == "accelerator"
+                   else PrefetchedHostReplayUpdates if r.prefetch else HostReplayUpdates)
     beta = lambda: importance_exponent(agent.counters.env_steps, r.importance_exponent,  # noqa: E731
                                        r.importance_exponent_end, run.total_steps)
     source = source_type(agent.learner, replay, r.batch_size, beta, replay_lock)
