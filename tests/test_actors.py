@@ -105,6 +105,31 @@ def test_a_worker_sends_chunks_that_continue_each_other_with_final_frames_where_
     assert (second.action == 0).mean() > 0.8
 
 
+def test_a_compressing_worker_sends_its_frames_as_codes_of_the_same_frames():
+    """With replay.compression the actor codes each frame itself: the same play, a fraction of the bytes."""
+    import pickle
+
+    from tfdqn.actors.worker import ActorWorker
+    from tfdqn.replay.frame_codec import EncodedFrames, decode_frames
+
+    chunks = {}
+    for codec in ("none", "zstd"):
+        config = DQNConfig.for_env("Breakout", {"actors.envs_per_actor": 2, "actors.chunk_steps": 100,
+                                                "replay.compression": codec, "env.max_episode_frames": 200})
+        worker = ActorWorker(config, index=0, seed=3)
+        try:
+            chunks[codec] = worker.collect(None, 0, env_steps=0)
+        finally:
+            worker.close()
+    raw, coded = chunks["none"], chunks["zstd"]
+    assert isinstance(coded.frame, EncodedFrames) and coded.frame.shape == (100, 2)
+    assert len(raw.ended) > 0  # episodes of 50 agent steps end inside the chunk
+    np.testing.assert_array_equal(decode_frames(coded.frame, (84, 84), np.uint8), raw.frame)
+    np.testing.assert_array_equal(decode_frames(coded.final_frame, (84, 84), np.uint8), raw.final_frame)
+    np.testing.assert_array_equal(coded.next_frame, raw.next_frame)  # raw: the learner keeps them as they are
+    assert len(pickle.dumps(coded)) < len(pickle.dumps(raw)) / 5
+
+
 def test_apex_exploration_gives_each_actor_its_own_fixed_epsilon():
     from tfdqn.actors.worker import actor_exploration
 

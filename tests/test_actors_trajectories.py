@@ -52,20 +52,24 @@ def _check_transition(observation, action, reward, bootstrap, next_observation) 
 
 
 @pytest.mark.slow
-def test_the_replay_holds_the_actors_real_trajectories_across_stacks_episode_ends_and_a_killed_actor():
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_the_replay_holds_the_actors_real_trajectories_across_stacks_episode_ends_and_a_killed_actor(compression):
+    """With compression the actors send their frames' codes and the ring stores them as they come."""
     from tfdqn.actors.collector import RemoteCollector
     from tfdqn.actors.process import ProcessActors
     from tfdqn.agent.agent import make_agent
     from tfdqn.config import DQNConfig
     from tfdqn.envs.make import make_env
+    from tfdqn.replay.frame_codec import EncodedFrames
     from tfdqn.replay.ring import ReplayRing
     from tfdqn.telemetry.phase_timer import PhaseTimer
 
     config = DQNConfig.for_env(ENV_ID, {"actors.kind": "process", "actors.count": 2, "actors.envs_per_actor": 2,
-                                        "actors.chunk_steps": 16, "replay.capacity": 65536})
+                                        "actors.chunk_steps": 16, "replay.capacity": 65536,
+                                        "replay.compression": compression})
     spec = make_env(config.env, seed=0)[1]
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
-    replay = ReplayRing(65536, spec.frame_shape, spec.frame_dtype, stack_size=4, num_streams=4)
+    replay = ReplayRing(65536, spec.frame_shape, spec.frame_dtype, stack_size=4, num_streams=4, compression=compression)
     actors = ProcessActors(config)
     collector = RemoteCollector(actors, config, spec, agent.counters, agent.online, replay.cut_episodes, PhaseTimer())
     added = []
@@ -77,10 +81,11 @@ def test_the_replay_holds_the_actors_real_trajectories_across_stacks_episode_end
                 before, after = (before, after + 1) if collector.restarts else (before + 1, after)
                 if before == 40:  # it has sent chunks and steps its next one, mid-episode
                     os.kill(actors.pid(0), signal.SIGKILL)
+            assert isinstance(transitions.frame, EncodedFrames) == (compression != "none")
             replay.add(transitions.frame, transitions.action, transitions.reward, transitions.terminated,
                        transitions.truncated, transitions.final_frame, transitions.streams)
             agent.counters.env_steps.assign_add(len(transitions.action))
-            added.append(transitions)
+            added.append(transitions._replace(frame=_decoded(transitions.frame, spec)))
         assert collector.restarts == 1
     finally:
         collector.close()
@@ -95,6 +100,12 @@ def test_the_replay_holds_the_actors_real_trajectories_across_stacks_episode_end
                               batch.next_observation[i])
             seen_cuts.add(tuple(batch.next_observation[i][-1][:2]))
     assert set(cuts) <= seen_cuts  # the cut transitions were kept, ending on the last frame seen, bootstrapping
+
+
+def _decoded(frames, spec):
+    from tfdqn.replay.frame_codec import EncodedFrames, decode_frames
+
+    return decode_frames(frames, spec.frame_shape, spec.frame_dtype) if isinstance(frames, EncodedFrames) else frames
 
 
 def _cut_keys(added, streams) -> list[tuple]:

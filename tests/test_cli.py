@@ -239,6 +239,8 @@ def test_every_entry_point_has_help_and_keeps_stderr_quiet(argv, tmp_path):
     (["-m", "tfdqn.evaluate", "run", "--seed", "x"], "argument --seed: 'x' is not an integer"),
     (["-m", "tools.bench", "--num-envs", "x", "--out", "o.json"], "argument --num-envs: 'x' is not an integer"),
     (["-m", "tools.bench_ab", "--base", ".", "--rounds", "x", "--out", "o.json"], "argument --rounds: 'x'"),
+    (["-m", "tools.bench_ab", "--variant", "a:b", "--variant", "c", "--out", "o.json"], "'a:b' is not a variant"),
+    (["-m", "tools.bench_ab", "--variant", "raw", "--out", "o.json"], "is too few or repeats a label"),
     (["-m", "tools.checkpoint_cost", "--capacity", "x"], "argument --capacity: 'x' is not an integer"),
     (["-m", "tools.bench_replay", "--transitions", "10", "--out", "o.json"], "--transitions 10 / --batches 300 is out"),
     (["-m", "tools.fill_replay", "--transitions", "0"], "--transitions 0 is out of range"),
@@ -254,6 +256,7 @@ def test_every_entry_point_has_help_and_keeps_stderr_quiet(argv, tmp_path):
     (["-m", "tools.soak", "--steps", "0", "--out", "d"], "config key run.total_steps = 0 is out of range"),
     (["-m", "tools.peer_sb3", "1e3", "500", "x"], "argument CAPACITY: 'x' is not an integer"),
     (["-m", "tools.peer_torch", "x"], "argument SECONDS: 'x' is not a number"),
+    (["-m", "tools.peer_jax", "x"], "argument SECONDS: 'x' is not a number"),
 ], ids=lambda value: value if isinstance(value, str) else " ".join(value))
 def test_bad_input_to_any_entry_point_is_one_line_and_exit_2(argv, fragment, tmp_path):
     _skip_without_optional_packages(argv)

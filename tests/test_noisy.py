@@ -22,6 +22,13 @@ def _inputs():
     return tf.constant(np.random.default_rng(0).normal(size=(3, P)).astype(np.float32))
 
 
+def _draws(generator_seed=2):
+    """f(eps_in), f(eps_out) by hand: one draw of P + Q from a generator seeded as the layer's (outside XLA
+    on CPU Keras's draw is Philox, the algorithm the layer names)."""
+    eps = keras.random.normal((P + Q,), seed=keras.random.SeedGenerator(generator_seed)).numpy()
+    return _f(eps[:P].astype(np.float64)), _f(eps[P:].astype(np.float64))
+
+
 def test_initial_weights_are_seeded_and_in_range():
     a, b, c = _layer(), _layer(), _layer(seed=7)
     for x, y in zip(a.weights, b.weights):
@@ -67,11 +74,9 @@ def test_noise_is_factorised():
     out = layer(tf.constant(np.vstack([np.eye(P), np.zeros((1, P))]), tf.float32), training=True).numpy()
     bias, kernel = out[-1], out[:-1] - out[-1]
     assert np.linalg.matrix_rank(kernel, tol=1e-5) == 1
-    # The same draws by hand: eps_in then eps_out from a generator seeded as the layer's.
-    generator = keras.random.SeedGenerator(2)
-    eps_in, eps_out = (keras.random.normal((n,), seed=generator).numpy() for n in (P, Q))
-    np.testing.assert_allclose(kernel, np.outer(_f(eps_in), _f(eps_out)), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(bias, _f(eps_out), rtol=1e-6)
+    f_in, f_out = _draws()
+    np.testing.assert_allclose(kernel, np.outer(f_in, f_out), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bias, f_out, rtol=1e-6)
 
 
 def test_noise_seed_fixes_the_noise_sequence():
@@ -119,3 +124,36 @@ def test_training_gradients_reach_means_and_sigmas():
         loss = tf.reduce_sum(layer(_inputs(), training=True) ** 2)
     gradients = tape.gradient(loss, layer.trainable_variables)
     assert len(gradients) == 4 and all(np.abs(g.numpy()).sum() > 0 for g in gradients)
+
+
+
+
+def test_training_output_and_gradients_match_the_noisy_matrix_in_numpy():
+    layer, x = _layer(), _inputs()
+    with tf.GradientTape() as tape:
+        y = layer(x, training=True)
+        loss = tf.reduce_sum(y ** 2)
+    grads = dict(zip(("kernel_mu", "kernel_sigma", "bias_mu", "bias_sigma"),
+                     tape.gradient(loss, [layer.kernel_mu, layer.kernel_sigma, layer.bias_mu, layer.bias_sigma])))
+    f_in, f_out = _draws()
+    mu, sigma = layer.kernel_mu.numpy().astype(np.float64), layer.kernel_sigma.numpy().astype(np.float64)
+    noise = np.outer(f_in, f_out)
+    xs = x.numpy().astype(np.float64)
+    expected = xs @ (mu + sigma * noise) + layer.bias_mu.numpy() + layer.bias_sigma.numpy() * f_out
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-5, atol=1e-6)
+    dy = 2 * expected  # d sum(y^2) / dy
+    np.testing.assert_allclose(grads["kernel_mu"], xs.T @ dy, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grads["kernel_sigma"], (xs.T @ dy) * noise, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grads["bias_mu"], dy.sum(0), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grads["bias_sigma"], dy.sum(0) * f_out, rtol=1e-4, atol=1e-5)
+
+
+def test_acting_never_forms_the_noisy_weight_matrix():
+    """Only the variables' own reads may be p x units: no noise matrix, no mu + sigma * noise."""
+    layer = _layer()
+    graph = tf.function(lambda x: layer(x, training=True), autograph=False).get_concrete_function(
+        tf.TensorSpec([1, P], tf.float32)).graph
+    full = [op for op in graph.get_operations() if op.type not in ("ReadVariableOp", "Identity", "IdentityN", "Cast")
+            for out in op.outputs if out.shape.rank == 2 and out.shape.as_list() == [P, Q]]
+    assert full == [], [op.type for op in full]
+

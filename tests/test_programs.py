@@ -187,11 +187,13 @@ def test_export_forwards_the_bridges_copies():
 @pytest.mark.slow
 def test_run_programs_without_tensorflow(atari, tmp_path):
     """The runner as a real subprocess, `python -m tools.run_programs` from a copy of the repository's tfdqn/ and
-    tools/ (as on a jax-only host, where tfdqn is not installed), on a path where `import tensorflow` fails."""
+    tools/ (as on a jax-only host, where tfdqn is not installed), on a path where `import tensorflow` fails, and
+    so does importing the replay codecs' libraries, which such a host lacks too."""
     out = atari[4]
-    blocker = tmp_path / "no_tf" / "tensorflow"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text("raise ImportError('tensorflow is blocked in this test')\n")
+    for package in ("tensorflow", "lz4", "zstandard"):
+        blocker = tmp_path / "blocked" / package
+        blocker.mkdir(parents=True)
+        (blocker / "__init__.py").write_text(f"raise ImportError('{package} is blocked in this test')\n")
     env = {**os.environ, "PYTHONPATH": str(blocker.parent)}
     probe = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env, capture_output=True, text=True)
     assert probe.returncode != 0 and "blocked" in probe.stderr

@@ -1,11 +1,11 @@
 """Where tfdqn stands against this machine's limit and its peers, measured side by side in one run.
 
-    python -m tools.bench [--quick] [--peer torch] [--peer sb3] --out FILE.json
+    python -m tools.bench [--quick] [--peer torch] [--peer sb3] [--peer jax] --out FILE.json
 
 The limit: `peak_flops` (a large float32 matmul, timed here) against `update_flops` (one batch-32
 Nature-CNN update, counted from the layer shapes; `mlp_update_flops` for CartPole's network), and the env's own ceiling (random actions through
 the env path training uses). tfdqn's figures: its update (plain, fused, XLA, bfloat16), act at batch 1
-and 8, the DQN family's update and prioritized replay costs (tools/bench_family.py), and the real
+and 8 (plain, and with the noisy layers Rainbow acts with), the DQN family's update and prioritized replay costs (tools/bench_family.py), and the real
 trainer (`python -m tfdqn.train`) on Breakout. Peers run in their own processes
 right after, so each ratio compares figures taken minutes apart on the same machine. Prints a table
 and writes every figure to the JSON file.
@@ -84,6 +84,10 @@ def program_figures(seconds: float) -> dict:
                "updates_per_sec_fused": FUSED_K * calls_per_second(
                    lambda: plain.learner.update_many(*stacked)["td_loss"].numpy(), seconds),
                "act_per_sec_b1": act(plain.actor, 1), "act_per_sec_b8": act(plain.actor, 8)}
+    noisy = make_agent(atari_config(**{"network.noisy": True}), (4, 84, 84), np.uint8, 4)
+    figures["act_per_sec_b1_noisy"], figures["act_per_sec_b8_noisy"] = act(noisy.actor, 1), act(noisy.actor, 8)
+    for b in (1, 8):  # cost of a noisy call in plain calls: the noisy layers' extra work and their noise draws
+        figures[f"act_noisy_cost_b{b}"] = figures[f"act_per_sec_b{b}"] / figures[f"act_per_sec_b{b}_noisy"]
     _, no_xla_act = agent(act_jit_compile=False)
     figures["act_per_sec_b1_no_xla"] = act(no_xla_act.actor, 1)
     _, xla = agent(update_jit_compile=True)
@@ -181,11 +185,11 @@ def peer(name: str, *args) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-ROWS = [  # (key, label, peer key)
+ROWS = [  # (key, label, peer key or keys: one line per peer measured)
     ("peak_flops", "peak FLOP/s (float32 matmul)", "torch:peak_flops"),
     ("peak_flops_bfloat16", "peak FLOP/s (bfloat16 matmul)", None),
     ("update_flops", "FLOPs per update (batch 32)", None),
-    ("updates_per_sec", "updates/s, one per call", "torch:updates_per_sec"),
+    ("updates_per_sec", "updates/s, one per call", ("jax:updates_per_sec", "torch:updates_per_sec")),
     ("updates_per_sec_fused", f"updates/s, {FUSED_K} fused per call", "torch:updates_per_sec"),
     ("updates_per_sec_xla", "updates/s, XLA", None),
     ("updates_per_sec_bfloat16", "updates/s, bfloat16", "torch:updates_per_sec_bfloat16"),
@@ -213,9 +217,13 @@ ROWS = [  # (key, label, peer key)
     ("device_updates_per_sec_uniform", "device-replay update, uniform, updates/s", None),
     ("device_updates_per_sec_prioritized", "device-replay update, prioritized in the graph, updates/s", None),
     ("device_prioritized_over_uniform", "  prioritized / uniform", None),
-    ("act_per_sec_b1", "act calls/s, batch 1 (XLA)", "torch:act_per_sec_b1"),
+    ("act_per_sec_b1", "act calls/s, batch 1 (XLA)", ("jax:act_per_sec_b1", "torch:act_per_sec_b1")),
     ("act_per_sec_b1_no_xla", "act calls/s, batch 1, no XLA", "torch:act_per_sec_b1"),
-    ("act_per_sec_b8", "act calls/s, batch 8", "torch:act_per_sec_b8"),
+    ("act_per_sec_b8", "act calls/s, batch 8", ("jax:act_per_sec_b8", "torch:act_per_sec_b8")),
+    ("act_per_sec_b1_noisy", "act calls/s, batch 1, noisy layers", None),
+    ("act_noisy_cost_b1", "  plain / noisy", None),
+    ("act_per_sec_b8_noisy", "act calls/s, batch 8, noisy layers", None),
+    ("act_noisy_cost_b8", "  plain / noisy", None),
     ("act_per_sec_b1_bfloat16", "act calls/s, batch 1, bfloat16", "torch:act_per_sec_b1_bfloat16"),
     ("act_per_sec_b8_bfloat16", "act calls/s, batch 8, bfloat16", "torch:act_per_sec_b8_bfloat16"),
     ("env_steps_per_sec_single", "env steps/s, 1 env, random", None),
@@ -239,18 +247,20 @@ ROWS = [  # (key, label, peer key)
 
 def table(results: dict) -> str:
     lines = ["| figure | tfdqn | peer | tfdqn / peer |", "|---|---:|---:|---:|"]
-    for key, label, peer_key in ROWS:
+    for key, label, peer_keys in ROWS:
         if key not in results:
             continue
         value = results[key]
-        other = None
-        if peer_key:
+        label = label.replace("N envs", f"{results['num_envs']} envs")
+        peers = []
+        for peer_key in (peer_keys,) if isinstance(peer_keys, str) else peer_keys or ():
             name, _, field = peer_key.partition(":")
             other = results.get("peers", {}).get(name, {}).get(field)
-        cells = [f"{value:.3g}", f"{other:.3g} ({peer_key.split(':')[0]})" if other else "",
-                 f"{value / other:.2f}" if other else ""]
-        label = label.replace("N envs", f"{results['num_envs']} envs")
-        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+            if other:
+                peers.append((name, other))
+        for name, other in peers or [(None, None)]:
+            cells = [f"{value:.3g}", f"{other:.3g} ({name})" if other else "", f"{value / other:.2f}" if other else ""]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -258,7 +268,7 @@ def build_parser() -> OneLineErrorParser:
     parser = OneLineErrorParser(prog="python -m tools.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true",
                         help="shorter timings and runs, no async or device-replay trainer runs (under 3 minutes)")
-    parser.add_argument("--peer", action="append", choices=["torch", "sb3"], default=[],
+    parser.add_argument("--peer", action="append", choices=["torch", "sb3", "jax"], default=[],
                         help="add a peer's figures (needs the compare extra: pip install -e '.[compare]')")
     parser.add_argument("--num-envs", type=number(int), default=8, help="envs for the vector figures (default 8)")
     parser.add_argument("--out", type=pathlib.Path, required=True, help="JSON file to write")
@@ -310,6 +320,8 @@ def _main(args) -> int:
     results["peers"] = {}
     if "torch" in args.peer:
         results["peers"]["torch"] = peer("peer_torch", seconds)
+    if "jax" in args.peer:
+        results["peers"]["jax"] = peer("peer_jax", seconds)
     if "sb3" in args.peer:
         results["peers"]["sb3"] = peer("peer_sb3", steps, learning_starts, capacity)
     results["table"] = table(results)

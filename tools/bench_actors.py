@@ -13,8 +13,9 @@ loop's thread acts and updates), `async` (the same with the learner in its own t
 
 Figures are steady-state: the per-window perf/ TensorBoard scalars of the summary windows that start
 at or after learning_starts, less the first --warmup-windows. `speedup` is env steps/s over the same
-kind's smallest actor count in this invocation. First, `pipe` times one chunk of the env's frames
-through a pipe between two spawned processes (the process collector's transport). `loop_wait_share` is the share of the learner loop's
+kind's smallest actor count in this invocation. First, `pipe` times one real chunk of an actor's play
+through a pipe between two spawned processes (the process collector's transport), raw and with each
+--chunk-compression codec, with its pickled bytes per transition. `loop_wait_share` is the share of the learner loop's
 time spent waiting for transitions (for actors, or in async mode for the learner thread): where it is
 near 0 the learner is the limit. `policy_lag_updates` and `epsilon_lag_steps` (actors only): how old the
 actors' weights and epsilon clock were when the learner took their chunks.
@@ -68,6 +69,9 @@ def build_parser() -> OneLineErrorParser:
                         help="env steps per summary window (default: 250 for Atari, 1000 otherwise)")
     parser.add_argument("--warmup-windows", type=number(int), default=1, metavar="W",
                         help="steady windows left out at the start (default 1)")
+    parser.add_argument("--chunk-compression", nargs="*", default=["zstd"], metavar="CODEC",
+                        help="replay.compression values whose actor chunks `pipe` also times (default zstd; "
+                             "none and the runs' own are always timed)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any config key for every run, e.g. run.training_interval=4")
     parser.add_argument("--out", metavar="FILE.json", help="write every measurement here")
@@ -142,14 +146,32 @@ def _echo_chunks(conn, chunk: dict, count: int) -> None:
         conn.send(chunk)
 
 
-def pipe_cost(frame_shape: tuple, frame_dtype, chunk_steps: int, rounds: int = 200) -> dict:
-    """What one chunk of this env's frames costs through a pipe between two spawned processes, as the
-    process collector sends them: round trip, the learner's CPU per chunk, and throughput."""
+def real_chunks(config, compressions: list[str]) -> dict:
+    """A chunk an actor of this config made, per `replay.compression` (the same seed, so the same play): an
+    actor with a codec sends its frames' codes."""
+    import dataclasses
+
+    from tfdqn.actors.worker import ActorWorker
+
+    chunks = {}
+    for codec in compressions:
+        worker = ActorWorker(dataclasses.replace(config, replay=dataclasses.replace(config.replay, compression=codec)),
+                             index=0, seed=0)
+        try:
+            chunks[codec] = worker.collect(None, 0, env_steps=0)
+        finally:
+            worker.close()
+    return chunks
+
+
+def pipe_cost(chunk, rounds: int = 200) -> dict:
+    """What one chunk costs through a pipe between two spawned processes, as the process collector sends it:
+    its pickled bytes per transition (a Ray actor's object holds the same pickle), round trip, the
+    learner's CPU per chunk, and throughput."""
     import multiprocessing
+    import pickle
 
     context = multiprocessing.get_context("spawn")
-    chunk = {"frame": np.random.default_rng(0).integers(0, 255, (chunk_steps, 1, *frame_shape)).astype(frame_dtype),
-             "action": np.zeros((chunk_steps, 1), np.int32)}
     mine, theirs = context.Pipe()
     child = context.Process(target=_echo_chunks, args=(theirs, chunk, rounds + 1))
     child.start()
@@ -160,9 +182,10 @@ def pipe_cost(frame_shape: tuple, frame_dtype, chunk_steps: int, rounds: int = 2
         mine.recv()
     wall, cpu = (time.perf_counter() - wall) / rounds, (time.process_time() - cpu) / rounds
     child.join()
-    nbytes = sum(a.nbytes for a in chunk.values())
-    return {"chunk_bytes": nbytes, "round_trip_ms": round(wall * 1e3, 3), "learner_cpu_ms": round(cpu * 1e3, 3),
-            "megabytes_per_sec": round(nbytes / wall / 1e6, 1)}
+    nbytes = len(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL))
+    return {"chunk_bytes": nbytes, "transitions": chunk.action.size,
+            "bytes_per_transition": round(nbytes / chunk.action.size, 1), "round_trip_ms": round(wall * 1e3, 3),
+            "learner_cpu_ms": round(cpu * 1e3, 3), "megabytes_per_sec": round(nbytes / wall / 1e6, 1)}
 
 
 def add_speedups(rows: list[dict]) -> None:
@@ -187,14 +210,14 @@ def _main(args: argparse.Namespace) -> int:
                         "--actors 1 4 --envs-per-actor 1")
     start_tensorflow()  # reads the runs' TensorBoard logs
     from tfdqn.config import DQNConfig
-    from tfdqn.envs.make import make_env
 
-    config = DQNConfig.for_env(args.env, config_lib.parse_set(args.set))
-    env, spec = make_env(config.env, seed=0)
-    env.close()
-    pipe = pipe_cost(spec.frame_shape, spec.frame_dtype, config.actors.chunk_steps * args.envs_per_actor)
-    print(f"pipe: a chunk of {pipe['chunk_bytes']:,} bytes takes {pipe['round_trip_ms']:.2f} ms there and back, "
-          f"{pipe['learner_cpu_ms']:.2f} ms of the learner's CPU ({pipe['megabytes_per_sec']:.0f} MB/s)", flush=True)
+    config = DQNConfig.for_env(args.env, {**config_lib.parse_set(args.set), "actors.envs_per_actor": args.envs_per_actor})
+    compressions = list(dict.fromkeys(["none", config.replay.compression, *args.chunk_compression]))
+    pipe = {codec: pipe_cost(chunk) for codec, chunk in real_chunks(config, compressions).items()}
+    for codec, cost in pipe.items():
+        print(f"pipe, compression {codec}: a chunk of {cost['chunk_bytes']:,} bytes ({cost['bytes_per_transition']:,.0f} "
+              f"per transition) takes {cost['round_trip_ms']:.2f} ms there and back, {cost['learner_cpu_ms']:.2f} ms of "
+              f"the learner's CPU ({cost['megabytes_per_sec']:.0f} MB/s)", flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as logdir:
         for kind, actors in plan(args):

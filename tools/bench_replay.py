@@ -23,6 +23,7 @@ from tfdqn.envs.vector import make_vector_env
 from tfdqn.errors import UserError
 from tfdqn.replay.frame_codec import CODECS, make_codec
 from tfdqn.replay.ring import ReplayRing
+from tools.random_play import RandomPlay
 
 BATCH, N_STEP = 32, 3
 
@@ -46,21 +47,21 @@ def measure_game(game: str, transitions: int, batches: int) -> list[dict]:
     rings = {codec: ReplayRing(transitions, spec.frame_shape, spec.frame_dtype, spec.stack_size, num_streams=4,
                                seed=0, n_step=N_STEP, gamma=0.99, compression=codec) for codec in CODECS}
     add_seconds = dict.fromkeys(CODECS, 0.0)
-    rng, frames, played = np.random.default_rng(0), vector.reset(seed=0), 0
+    play = RandomPlay(vector, spec.num_actions, seed=0)
     kept = []  # every 10th frame, for the per-frame codec figures
     try:
         while min(ring.filled for ring in rings.values()) < transitions:
-            actions = rng.integers(spec.num_actions, size=4)
-            step = vector.step(actions)
+            first = play.played % 40 == 0
+            frames, actions, step = play.step()
+            if first:
+                kept.append(frames[0].copy())
             for codec, ring in rings.items():
                 started = time.perf_counter()
                 ring.add(frames, actions, step.reward, step.terminated, step.truncated, step.final_frames)
                 add_seconds[codec] += time.perf_counter() - started
-            if played % 40 == 0:
-                kept.append(frames[0].copy())
-            frames, played = step.next_frames, played + 4
     finally:
         vector.close()
+    played = play.played
     rows = []
     for codec, ring in rings.items():
         rows.append({"game": spec.env_id, "codec": codec, "env_steps": played, **_frame_figures(codec, kept),

@@ -1,6 +1,10 @@
-"""Shared timing for tools/bench.py and its peers: calls per second of a callable that waits for its result."""
+"""Shared timing for tools/bench.py and its peers: calls per second of a callable that waits for its result,
+the random batch every peer is timed on, and the peers' command line."""
 
+import json
 import time
+
+import numpy as np
 
 
 def calls_per_second(call, seconds: float, warmup: int = 3) -> float:
@@ -18,3 +22,23 @@ def calls_per_second(call, seconds: float, warmup: int = 3) -> float:
             calls += 1
         rates.append(calls / elapsed)
     return max(rates)
+
+
+def peer_inputs(batch_size: int, num_actions: int) -> tuple:
+    """A random Atari batch (frames, actions, rewards, discounts, next frames) and act inputs at batch 1 and 8."""
+    rng = np.random.default_rng(0)
+    frames = lambda n: rng.integers(0, 256, (n, 4, 84, 84), dtype=np.uint8)  # noqa: E731
+    batch = (frames(batch_size), rng.integers(0, num_actions, batch_size).astype(np.int32),
+             rng.normal(size=batch_size).astype(np.float32), np.ones(batch_size, np.float32), frames(batch_size))
+    return batch, frames(1), frames(8)
+
+
+def peer_main(prog: str, doc: str, measure, argv: list[str] | None) -> int:
+    """`python -m tools.<peer> [SECONDS]`: one JSON line of `measure(seconds)`."""
+    from tfdqn.cli import OneLineErrorParser, number
+
+    parser = OneLineErrorParser(prog=prog, description=doc.split("\n\n")[0])
+    parser.add_argument("seconds", nargs="?", type=number(float), default=3.0, metavar="SECONDS",
+                        help="seconds per timing (default 3)")
+    print(json.dumps(measure(parser.parse_args(argv).seconds)))
+    return 0

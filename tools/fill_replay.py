@@ -15,8 +15,6 @@ import json
 import pathlib
 import time
 
-import numpy as np
-
 from tfdqn import config as config_lib
 from tfdqn.atomic import atomic_write
 from tfdqn.bench.report import command_line, machine
@@ -26,6 +24,7 @@ from tfdqn.errors import UserError
 from tfdqn.replay.frame_codec import CODECS
 from tfdqn.replay.ring import ReplayRing
 from tfdqn.run.replay_memory import check_memory, host_memory_left, replay_line
+from tools.random_play import RandomPlay
 
 
 def build_parser() -> OneLineErrorParser:
@@ -58,7 +57,9 @@ def _main(args) -> int:
                             num_streams=config.num_streams, seed=config.run.seed, n_step=config.learner.n_step,
                             compression=config.replay.compression, memory_budget=budget)
         print(replay_line(replay), flush=True)
-        started, report = time.perf_counter(), _fill(vector, spec, replay, transitions, args.seed)
+        started, play = time.perf_counter(), RandomPlay(vector, spec.num_actions, args.seed)
+        play.fill(replay, transitions)
+        report = {"env_steps": play.played, **replay_figures(replay)}
     finally:
         vector.close()
     peak_rss = peak_rss_bytes()
@@ -81,16 +82,9 @@ def peak_rss_bytes() -> int:
     return int(next(line for line in status.splitlines() if line.startswith("VmHWM:")).split()[1]) * 1024
 
 
-def _fill(vector, spec, replay: ReplayRing, transitions: int, seed: int) -> dict:
-    """Play `transitions` env steps with uniform random actions, adding each step as the trainer's loop does."""
-    rng = np.random.default_rng(seed)
-    frames, played = vector.reset(seed=seed), 0
-    while played < transitions:
-        actions = rng.integers(spec.num_actions, size=vector.num_envs)
-        step = vector.step(actions)
-        replay.add(frames, actions, step.reward, step.terminated, step.truncated, step.final_frames)
-        frames, played = step.next_frames, played + vector.num_envs
-    return {"env_steps": played, "slots_filled": replay.filled, "slots_held": replay.held,
+def replay_figures(replay: ReplayRing) -> dict:
+    """What a filled ring holds and the memory it takes."""
+    return {"slots_filled": replay.filled, "slots_held": replay.held,
             "fewest_held": replay.fewest_held, "memory_bytes": replay.memory_bytes(),
             "up_front_bytes": replay.nbytes, "code_bytes_per_slot": round((replay.memory_bytes() - replay.nbytes)
                                                                           / replay.held, 1),

@@ -4,14 +4,12 @@ says what tfdqn's compiled graphs buy. Imported only when `--peer torch` asks fo
 
 from __future__ import annotations
 
-import json
 import sys
 
 import numpy as np
 import torch
 from torch import nn
 
-from tfdqn.cli import OneLineErrorParser, number
 
 
 def nature_cnn(num_actions: int, stack_size: int = 4) -> nn.Module:
@@ -73,16 +71,12 @@ class TorchDQN:
 def measure(seconds: float, batch_size: int = 32, num_actions: int = 4) -> dict:
     """Calls/s of the update at `batch_size` and of act at batch 1 and 8, in float32 and under bfloat16
     autocast, each timed for about `seconds`."""
-    from bench_timing import calls_per_second
+    from tools.bench_timing import calls_per_second, peer_inputs
 
     hyperparameters = dict(learning_rate=1e-4, adam_epsilon=1.5e-4, gamma=0.99, max_grad_norm=10.0,
                            target_update_period=2000)
     peer, peer_bf16 = TorchDQN(num_actions, **hyperparameters), TorchDQN(num_actions, **hyperparameters, bfloat16=True)
-    rng = np.random.default_rng(0)
-    frames = lambda n: rng.integers(0, 256, (n, 4, 84, 84), dtype=np.uint8)  # noqa: E731
-    batch = (frames(batch_size), rng.integers(0, num_actions, batch_size).astype(np.int32),
-             rng.normal(size=batch_size).astype(np.float32), np.ones(batch_size, np.float32), frames(batch_size))
-    one, eight = frames(1), frames(8)
+    batch, one, eight = peer_inputs(batch_size, num_actions)
     x = torch.randn(2048, 2048)
     matmul_per_sec = calls_per_second(lambda: x @ x, seconds)
     return {"threads": torch.get_num_threads(), "version": torch.__version__,
@@ -96,11 +90,9 @@ def measure(seconds: float, batch_size: int = 32, num_actions: int = 4) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = OneLineErrorParser(prog="python -m tools.peer_torch", description=__doc__.split("\n\n")[0])
-    parser.add_argument("seconds", nargs="?", type=number(float), default=3.0, metavar="SECONDS",
-                        help="seconds per timing (default 3)")
-    print(json.dumps(measure(parser.parse_args(argv).seconds)))
-    return 0
+    from tools.bench_timing import peer_main
+
+    return peer_main("python -m tools.peer_torch", __doc__, measure, argv)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,7 @@ import numpy as np
 
 from tfdqn.actors.transport import ActorDied, ActorError
 from tfdqn.envs.seeds import derive_seed
+from tfdqn.replay.frame_codec import EncodedFrames, decode_frames
 from tfdqn.run.collectors import CollectionStopped, CollectorFailure, CollectorState, Transitions
 
 ACTOR_SEED = 5  # seed stream of the actors' envs and exploration RNGs
@@ -59,6 +60,7 @@ class RemoteCollector:
         self.num_envs = self._count * self._per_actor
         self._seed, self._resume_seed = config.run.seed, 0
         self._frames = np.zeros((self.num_envs, *spec.frame_shape), spec.frame_dtype)  # each stream's next frame
+        self._taken = [None] * self._count  # each actor's last (chunk, step) taken since its next frames were set
         self._restarts = [0] * self._count
         self._version, self._published, self._published_updates = None, None, 0  # updates // period, handle, updates
         self._sent = [None] * self._count  # the weight version each actor has
@@ -120,13 +122,8 @@ class RemoteCollector:
         chunk, t = self._chunk, self._t
         self._t += 1
         streams = self._streams(chunk.actor)
-        next_frame = chunk.frame[t + 1] if t + 1 < chunk.steps else chunk.next_frame
-        self._frames[streams] = next_frame
-        final_frame = next_frame  # the replay reads it only where an episode ended
-        here = chunk.ended[:, 0] == t
-        if here.any():
-            final_frame = next_frame.copy()
-            final_frame[chunk.ended[here, 1]] = chunk.final_frame[here]
+        self._taken[chunk.actor] = chunk, t
+        final_frame = _final_frames(chunk, t)
         games = [(int(streams[m]), ret, length) for step, m, ret, length in chunk.games if step == t]
         return Transitions(chunk.frame[t], chunk.action[t], chunk.reward[t], chunk.terminated[t], chunk.truncated[t],
                            final_frame, games, streams)
@@ -169,6 +166,18 @@ class RemoteCollector:
         self._lags.clear()
         return {"perf/policy_lag_updates": float(policy_lag), "perf/epsilon_lag_steps": float(epsilon_lag)}
 
+    def _next_frames(self, index: int) -> np.ndarray:
+        """Actor `index`'s streams' next frames: after the last step taken from it (decoded where the actor
+        compressed them, only now that they are needed), else as they were set."""
+        streams = self._streams(index)
+        if self._taken[index] is not None:
+            chunk, t = self._taken[index]
+            frames = chunk.frame[t + 1] if t + 1 < chunk.steps else chunk.next_frame
+            self._frames[streams] = decode_frames(frames, self._frames.shape[1:], self._frames.dtype) \
+                if isinstance(frames, EncodedFrames) else frames
+            self._taken[index] = None
+        return self._frames[streams]
+
     def _replace(self, index: int, how: str) -> None:
         """Restart a dead actor once, its streams' unfinished episodes cut as truncations."""
         pid = self._pid(index)
@@ -176,7 +185,7 @@ class RemoteCollector:
         if self._restarts[index]:
             raise ActorFailure(f"actor {index} ({pid}) {how} after its one restart")
         streams = self._streams(index)
-        self._cut(self._frames[streams], streams)
+        self._cut(self._next_frames(index), streams)
         self._ready = [(i, result) for i, result in self._ready if i != index]  # from the dead process
         self._restarts[index] += 1
         print(f"actor {index} ({pid}) {how}; restarting it with seed {self._actor_seed(index)}, its "
@@ -190,14 +199,32 @@ class RemoteCollector:
 
     def state(self) -> CollectorState:
         """The streams' next frames: actors' envs live elsewhere, so a resumed run starts new games."""
-        return CollectorState(self._frames.copy(), None, None)
+        return CollectorState(np.concatenate([self._next_frames(index) for index in range(self._count)]), None, None)
 
     def restore(self, state: CollectorState, replay, seed: int) -> None:
         """Continue from a checkpoint: the replay's unfinished episodes cut as truncations, and actors
         (not started yet) seeded from `seed`; they get the checkpoint's weights with their first request."""
         replay.cut_episodes(state.frames)
         self._frames[...] = state.frames
+        self._taken = [None] * self._count
         self._resume_seed = seed
 
     def close(self) -> None:
         self._actors.close()
+
+
+def _final_frames(chunk, t: int):
+    """Step `t`'s final frames, one per env of the chunk's actor; the replay reads only the rows of episodes
+    that ended there (the others are the next frames, or empty codes)."""
+    here = chunk.ended[:, 0] == t
+    rows = chunk.ended[here, 1]
+    if isinstance(chunk.frame, EncodedFrames):
+        codes = np.full(chunk.frame.shape[1], b"", dtype=object)
+        codes[rows] = chunk.final_frame.codes[here]
+        return EncodedFrames(chunk.frame.codec, codes)
+    next_frame = chunk.frame[t + 1] if t + 1 < chunk.steps else chunk.next_frame
+    if not here.any():
+        return next_frame
+    final_frame = next_frame.copy()
+    final_frame[rows] = chunk.final_frame[here]
+    return final_frame

@@ -4,8 +4,11 @@ another process. The same class runs in an actor process (`process.py`) and as a
 
 A chunk holds `actors.chunk_steps` vector steps of the actor's envs. Each frame travels once (the frame
 each action was chosen from, plus an episode's final frame only where one ended), in the env's own dtype
-(uint8 for Atari); only the frames after the last step travel twice, as the next chunk's first. TensorFlow is imported when a worker is made, after its thread limits are set, so
-importing this module stays cheap for the learner and for Ray's driver.
+(uint8 for Atari); only the frames after the last step travel twice, as the next chunk's first. With
+`replay.compression` the actor compresses the chunk's frames itself, each actor in its own process, and the
+learner's ring stores those codes as they come (the frames after the last step travel raw: the learner keeps
+them as each stream's next frame). TensorFlow is imported when a worker is made, after its thread limits are
+set, so importing this module stays cheap for the learner and for Ray's driver.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import numpy as np
 from tfdqn import cli
 from tfdqn.config import DQNConfig
 from tfdqn.envs.vector import make_vector_env
+from tfdqn.replay.frame_codec import EncodedFrames, encode_frames, make_codec
 from tfdqn.run.collectors import VectorEnvCollector
 from tfdqn.telemetry.phase_timer import PhaseTimer
 
@@ -28,13 +32,14 @@ class Chunk(NamedTuple):
     """`steps` vector steps of one actor's M envs; the per-step fields have leading [steps, M] axes."""
 
     actor: int
-    frame: np.ndarray        # [T, M, *frame_shape]: the newest frame of the observation each action was chosen from
+    frame: np.ndarray | EncodedFrames  # [T, M, *frame_shape] (codes: [T, M]): the newest frame of the observation
+    #                                    each action was chosen from
     action: np.ndarray       # [T, M] int32
     reward: np.ndarray       # [T, M] float32, raw
     terminated: np.ndarray   # [T, M] bool
     truncated: np.ndarray    # [T, M] bool
     ended: np.ndarray        # [E, 2] (t, m) of every episode that ended
-    final_frame: np.ndarray  # [E, *frame_shape]: those episodes' final frames
+    final_frame: np.ndarray | EncodedFrames  # [E, *frame_shape] (codes: [E]): those episodes' final frames
     next_frame: np.ndarray   # [M, *frame_shape]: the frames after the last step (the next chunk's first)
     games: list              # (t, m, raw return, length) of every whole game that ended
     busy_seconds: float      # time the actor spent acting and stepping for this chunk
@@ -88,6 +93,8 @@ class ActorWorker:
         self._collector = VectorEnvCollector(vector, spec, actor, PhaseTimer(), seed=seed)
         m = vector.num_envs
         self._frame = np.zeros((self._steps, m, *spec.frame_shape), spec.frame_dtype)
+        frame_bytes = self._frame[0, 0].nbytes
+        self._codec = make_codec(config.replay.compression, frame_bytes) if config.replay.compression != "none" else None
 
     def pid(self) -> int:
         return os.getpid()
@@ -115,7 +122,11 @@ class ActorWorker:
                 final_frames.append(step.final_frame[m])
             games += [(t, stream, ret, length) for stream, ret, length in step.games]
         final_frame = np.stack(final_frames) if final_frames else np.zeros((0, *self._frame.shape[2:]), self._frame.dtype)
-        return Chunk(self.index, self._frame.copy(), action, reward, terminated, truncated,
+        frame = self._frame.copy()
+        if self._codec is not None:
+            frame_ndim = self._frame.ndim - 2
+            frame, final_frame = (encode_frames(self._codec, f, frame_ndim) for f in (frame, final_frame))
+        return Chunk(self.index, frame, action, reward, terminated, truncated,
                      np.array(ended, np.int64).reshape(-1, 2), final_frame, self._collector.state().frames.copy(),
                      games, time.perf_counter() - started, self._weights_updates, env_steps)
 

@@ -19,9 +19,21 @@ def _scale_noise(x):
     return keras.ops.sign(x) * keras.ops.sqrt(keras.ops.abs(x))
 
 
+def _normal(n: int, generator: keras.random.SeedGenerator, dtype) -> tf.Tensor:
+    """n draws of N(0, 1) from the generator's next seed, with Philox named. `keras.random.normal` leaves the
+    algorithm to TensorFlow ("auto_select"), which XLA on CPU lowers to a generator that took longer than
+    a whole plain batch-1 act call (docs/performance.md). The seed is cast as Keras casts it."""
+    seed = tf.cast(tf.math.floormod(generator.next(), tf.int32.max - 1), tf.int32)
+    return tf.random.stateless_normal((n,), seed=seed, dtype=dtype, alg="philox")
+
+
 @keras.saving.register_keras_serializable(package="tfdqn")
 class NoisyDense(keras.layers.Layer):
     """y = x @ (mu + sigma * outer(f(eps_in), f(eps_out))) + mu_b + sigma_b * f(eps_out), eps ~ N(0, 1).
+
+    Computed as x @ mu + ((x * f(eps_in)) @ sigma) * f(eps_out) + ..., the same sum without the p x units
+    noisy weight matrix: forming it on every call cost a batch-1 act call several times the plain
+    network's (docs/performance.md). Outputs agree with the matrix form to float rounding.
 
     Fresh noise on every call with a truthy `training` (also each call inside one traced graph); with
     training falsy (evaluation, export) only the means mu, mu_b, as Dopamine's and Rainbow's evaluation.
@@ -57,15 +69,18 @@ class NoisyDense(keras.layers.Layer):
                                           initializer=keras.initializers.Constant(sigma))
 
     def call(self, inputs, training=None):
-        kernel, bias = self.kernel_mu, self.bias_mu
+        dtype = self.compute_dtype
+        x = matmul(inputs, tf.cast(self.kernel_mu, dtype))
+        bias = self.bias_mu
         if training:
-            dtype = self.variable_dtype
-            f_in = _scale_noise(keras.random.normal(self.kernel_mu.shape[:1], dtype=dtype, seed=self.seed_generator))
-            f_out = _scale_noise(keras.random.normal((self.units,), dtype=dtype, seed=self.seed_generator))
-            kernel = kernel + self.kernel_sigma * keras.ops.outer(f_in, f_out)
+            noise = self.variable_dtype
+            p = self.kernel_mu.shape[0]
+            f = _scale_noise(_normal(p + self.units, self.seed_generator, noise))  # one draw: eps_in, then eps_out
+            f_in, f_out = f[:p], f[p:]
+            noisy = matmul(inputs * tf.cast(f_in, dtype), tf.cast(self.kernel_sigma, dtype)) * tf.cast(f_out, dtype)
+            x = keras.ops.add(x, noisy)
             bias = bias + self.bias_sigma * f_out
-        x = matmul(inputs, tf.cast(kernel, self.compute_dtype))
-        x = keras.ops.add(x, tf.cast(bias, self.compute_dtype))
+        x = keras.ops.add(x, tf.cast(bias, dtype))
         return self.activation(x)
 
     def compute_output_shape(self, input_shape):

@@ -5,14 +5,16 @@ from decoded frames exactly as from raw ones (docs/replay.md). zstd keeps the sm
 faster.
 
 A codec object holds a compression and a decompression context, neither safe to share between threads:
-each thread that encodes or decodes makes its own with `make_codec`.
+each thread that encodes or decodes makes its own with `make_codec`. A codec's library is imported when
+the codec is made, so `tfdqn.config`, which reads `CODECS`, imports on a host that has neither (the jax-only
+host tools/run_programs.py runs on).
 """
 
 from __future__ import annotations
 
-import lz4.block
+import math
+
 import numpy as np
-import zstandard
 
 CODECS = ("none", "zstd", "lz4")
 
@@ -23,6 +25,8 @@ class Zstd:
     name = "zstd"
 
     def __init__(self, frame_bytes: int):
+        import zstandard
+
         self._compressor = zstandard.ZstdCompressor(level=1, write_content_size=True, write_checksum=False)
         self._decompressor = zstandard.ZstdDecompressor()
         self._frame_bytes = frame_bytes
@@ -42,6 +46,8 @@ class Lz4:
     name = "lz4"
 
     def __init__(self, frame_bytes: int):
+        import lz4.block
+
         self._block = lz4.block
         self._frame_bytes = frame_bytes
 
@@ -58,3 +64,53 @@ def make_codec(name: str, frame_bytes: int) -> Zstd | Lz4:
     if name not in codecs:
         raise ValueError(f"replay.compression = {name!r}; allowed: {', '.join(CODECS)}")
     return codecs[name](frame_bytes)
+
+
+class EncodedFrames:
+    """Frames compressed one by one where they were made (an actor's process), so that the ring stores the
+    codes as they come, never coding a frame twice: `codes` is an object array of bytes, one per frame, of
+    any leading shape. Indexing takes frames as an array's leading axes would. Pickles as its two fields."""
+
+    __slots__ = ("codec", "codes")
+
+    def __init__(self, codec: str, codes: np.ndarray):
+        self.codec, self.codes = codec, codes
+
+    @property
+    def shape(self) -> tuple:
+        return self.codes.shape
+
+    def __len__(self) -> int:
+        return len(self.codes)
+
+    def __getitem__(self, index) -> "EncodedFrames":
+        return EncodedFrames(self.codec, self.codes[index])
+
+    def __getstate__(self):
+        return self.codec, self.codes
+
+    def __setstate__(self, state):
+        self.codec, self.codes = state
+
+    def nbytes(self) -> int:
+        """The codes' bytes (what they add to a pickled chunk)."""
+        return sum(map(len, self.codes.ravel().tolist()))
+
+
+def encode_frames(codec: Zstd | Lz4, frames: np.ndarray, frame_ndim: int) -> EncodedFrames:
+    """Each frame of `frames` (its last `frame_ndim` axes are one frame) compressed with `codec`."""
+    leading = frames.shape[:frames.ndim - frame_ndim]
+    flat = frames.reshape(-1, *frames.shape[frames.ndim - frame_ndim:])
+    codes = np.empty(len(flat), dtype=object)
+    codes[:] = [codec.encode(frame) for frame in flat]
+    return EncodedFrames(codec.name, codes.reshape(leading))
+
+
+def decode_frames(frames: EncodedFrames, frame_shape: tuple, frame_dtype) -> np.ndarray:
+    """The frames `frames` holds, as an array [*frames.shape, *frame_shape]."""
+    codec = make_codec(frames.codec, math.prod(frame_shape) * np.dtype(frame_dtype).itemsize)
+    out = np.empty((*frames.shape, *frame_shape), frame_dtype)
+    flat = out.reshape(-1, *frame_shape)
+    for row, code in enumerate(frames.codes.ravel().tolist()):
+        flat[row] = np.frombuffer(codec.decode(code), frame_dtype).reshape(frame_shape)
+    return out

@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from tfdqn.replay.frame_codec import make_codec
+from tfdqn.replay.frame_codec import EncodedFrames, decode_frames, make_codec
 
 EMPTY_CODE_BYTES = sys.getsizeof(b"")  # a bytes object's own size besides its contents (CPython: 33)
 SMALL_OBJECT_BYTES = 512  # CPython's allocator serves objects up to this size from pools, in steps of 16 bytes
@@ -43,7 +43,9 @@ class RawFrames:
     def bytes_needed(capacity: int, frame_shape: tuple, frame_dtype) -> int:
         return capacity * _frame_bytes(frame_shape, frame_dtype)
 
-    def store(self, slots: np.ndarray, frames: np.ndarray) -> None:
+    def store(self, slots: np.ndarray, frames: np.ndarray | EncodedFrames) -> None:
+        if isinstance(frames, EncodedFrames):
+            frames = decode_frames(frames, self._frame_shape, self._frame_dtype)
         self._frames[slots] = frames
 
     def load(self, slots: np.ndarray) -> np.ndarray:
@@ -86,7 +88,14 @@ class CompressedFrames:
         """The references alone: what the frames themselves take depends on the game (`code_bytes`)."""
         return capacity * np.dtype(object).itemsize
 
-    def store(self, slots: np.ndarray, frames: np.ndarray) -> None:
+    def store(self, slots: np.ndarray, frames: np.ndarray | EncodedFrames) -> None:
+        """Compress `frames` into `slots`; codes of this store's codec (an actor's) are held as they come."""
+        if isinstance(frames, EncodedFrames):
+            if frames.codec == self.codec:
+                for slot, code in zip(slots.tolist(), frames.codes.tolist()):
+                    self._replace(slice(slot, slot + 1), [code])
+                return
+            frames = decode_frames(frames, self._frame_shape, self._frame_dtype)
         frames = np.broadcast_to(frames, (len(slots), *self._frame_shape))
         for slot, frame in zip(slots.tolist(), frames):
             code = self._codec.encode(np.ascontiguousarray(frame, self._frame_dtype))

@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tfdqn.replay.frame_codec import EncodedFrames
 from tfdqn.replay.frame_store import frame_store_bytes, make_frame_store
 from tfdqn.replay.samplers import Sampler, UniformSampler
 from tfdqn.replay.sum_tree import SumTree
@@ -207,9 +208,13 @@ class ReplayRing:
         """The stream indices an add() or cut_episodes() writes: `streams`, or all of them (None)."""
         return np.arange(self._num_streams) if streams is None else np.asarray(streams)
 
-    def _per_stream(self, name: str, value, shape: tuple, count: int) -> np.ndarray:
-        """`value` as an array of shape [count, *shape] (one entry per stream written), or a ValueError naming it."""
-        value = np.asarray(value)
+    def _per_stream(self, name: str, value, shape: tuple, count: int) -> np.ndarray | EncodedFrames:
+        """`value` as an array of shape [count, *shape] (one entry per stream written), or a ValueError naming it.
+        Frames may come compressed already (`EncodedFrames`, from an actor): one code per stream."""
+        if isinstance(value, EncodedFrames):
+            shape = ()
+        else:
+            value = np.asarray(value)
         expected = (count, *shape)
         if value.shape != expected:
             raise ValueError(f"add(): {name} has shape {value.shape}; allowed: {expected} "
