@@ -159,13 +159,15 @@ def env_ceilings(steps: int, num_envs: int) -> dict:
 
 
 def trainer_steps_per_sec(steps: int, learning_starts: int, capacity: int, num_envs: int, *settings: str,
-                          interval: int = 4) -> float:
-    """env steps/s of a real `python -m tfdqn.train` Breakout run: its one logging window, which closes
-    before the final checkpoint is written (SB3's figure includes no checkpoint either)."""
+                          interval: int = 4, env: str = "Breakout", preset: str | None = None) -> float:
+    """env steps/s of a real `python -m tfdqn.train` run (Breakout unless `env` says otherwise, `preset` a
+    recipe): its one logging window, which closes before the final checkpoint is written (SB3's figure
+    includes no checkpoint either)."""
     from tfdqn.telemetry.tensorboard import read_scalars
 
     with tempfile.TemporaryDirectory() as logdir:
-        command = [sys.executable, "-m", "tfdqn.train", "--env", "Breakout", "--total-steps", str(steps),
+        command = [sys.executable, "-m", "tfdqn.train", "--env", env, *(["--preset", preset] if preset else []),
+                   "--total-steps", str(steps),
                    "--learning-starts", str(learning_starts), "--training-interval", str(interval),
                    "--num-envs", str(num_envs), "--logdir", logdir, "--run-name", "bench", "--quiet",
                    "--set", f"replay.capacity={capacity}", "--set", "run.checkpoint_every=0",

@@ -7,8 +7,8 @@ one machine.
     python -m tools.bench_ab --variant raw --variant zstd:replay.compression=zstd \
         --variant prefetch:replay.compression=zstd,replay.prefetch=true --intervals 4 1 --envs 1 --out ab.json
 
-Each round runs `trainer_steps_per_sec` (bench.py's trainer row: Breakout, learning from env step 500, a
-50,000-slot replay) once per arm, interval and env count: with `--base`, the base checkout's own
+Each round runs `trainer_steps_per_sec` (bench.py's trainer row: Breakout or --env with --preset, learning
+from env step 500, a 50,000-slot replay) once per arm, interval and env count: with `--base`, the base checkout's own
 tools/bench.py and then this one's, each in a child process started in its checkout, so training with its
 own checkout's tfdqn; with `--variant LABEL[:KEY=VALUE,...]`, this checkout with each variant's `--set`
 values. The first arm is the reference. Prints a table of medians and each arm's ratio to the reference,
@@ -32,12 +32,13 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
 def trainer_figure(checkout: pathlib.Path, steps: int, num_envs: int, interval: int = 4,
-                   settings: tuple[str, ...] = ()) -> float:
+                   settings: tuple[str, ...] = (), env: str = "Breakout", preset: str | None = None) -> float:
     """One trainer row, measured by `checkout`'s own bench.py in a child process started in `checkout`, so
     with its own tfdqn (the child, and the `python -m tfdqn.train` runs it starts there, find the
-    checkout's folder first on their path, ahead of an installed tfdqn). Interval 4 and no settings call
-    the row as every earlier bench.py takes it."""
+    checkout's folder first on their path, ahead of an installed tfdqn). Interval 4, Breakout and no
+    settings or preset call the row as every earlier bench.py takes it."""
     extra = "".join(f", {setting!r}" for setting in settings) + (f", interval={interval}" if interval != 4 else "")
+    extra += (f", env={env!r}" if env != "Breakout" else "") + (f", preset={preset!r}" if preset else "")
     code = (f"from tools.bench import trainer_steps_per_sec; "
             f"print(trainer_steps_per_sec({steps}, 500, 50_000, {num_envs}{extra}))")
     env = None
@@ -70,6 +71,8 @@ def build_parser() -> OneLineErrorParser:
     arms.add_argument("--base", type=pathlib.Path, help="the other checkout (e.g. a git worktree), the reference")
     arms.add_argument("--variant", action="append", type=variant, metavar="LABEL[:KEY=VALUE,...]",
                       help="settings to compare within this checkout (two or more; the first is the reference)")
+    parser.add_argument("--env", default="Breakout", help="the game (default Breakout)")
+    parser.add_argument("--preset", help="a recipe, as for tfdqn.train (default: the env's own config)")
     parser.add_argument("--intervals", type=number(int), nargs="+", default=[4], metavar="N",
                         help="training intervals (default 4)")
     parser.add_argument("--envs", type=number(int), nargs="+", default=[1, 8], metavar="N",
@@ -106,7 +109,7 @@ def _main(args) -> int:
     for round_ in range(args.rounds):
         for label, checkout, settings in arms:
             for row in rows:
-                value = trainer_figure(checkout, args.steps, row[1], row[0], settings)
+                value = trainer_figure(checkout, args.steps, row[1], row[0], settings, args.env, args.preset)
                 figures[label][row_names[row]].append(value)
                 print(f"round {round_ + 1} {label} {row_names[row]}: {value:.1f} env steps/s", flush=True)
     reference = arms[0][0]
@@ -122,7 +125,8 @@ def _main(args) -> int:
     write_json(args.out, {"command": " ".join(["python -m tools.bench_ab", *sys.argv[1:]]),
                           "arms": {label: {"checkout": str(checkout), "settings": list(settings)}
                                    for label, checkout, settings in arms},
-                          "steps": args.steps, "figures": figures, "table": table})
+                          "env": args.env, "preset": args.preset, "steps": args.steps, "figures": figures,
+                          "table": table})
     print(table)
     return 0
 
