@@ -587,6 +587,8 @@ def default_config_file(env_name: str) -> pathlib.Path:
 DEFAULT, SET = "default", "--set or a flag"
 NOISY_RULE = ("rule: noisy nets explore by their noise, so epsilon is 0 unless --set or a --config file sets it "
               "(Fortunato et al. 2018; Dopamine's full Rainbow agent acts so)")
+COMPRESSION_RULE = ("rule: Atari frames are compressed with lz4 in the host replay unless --set or a --config file "
+                    "sets replay.compression (about 14 times less memory, the same run bit for bit: docs/replay.md)")
 
 
 def resolve_config(files: list, overrides: dict, preset: str | None = None, sources: dict | None = None) -> DQNConfig:
@@ -616,14 +618,18 @@ def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) ->
     - What the env id implies (`tfdqn.envs.names.implied_settings`: ALE v5's sticky actions and frame skip),
       for every key that neither the user nor the preset sets.
     - Noisy nets => epsilon 0 (`NOISY_RULE`), unless the user sets an epsilon key. A preset never sets both
-      (tests/test_preset_sources.py): its epsilon would be dead, as DER.gin's is in Dopamine."""
-    from tfdqn.envs.names import implied_settings  # envs import this module's dataclasses
+      (tests/test_preset_sources.py): its epsilon would be dead, as DER.gin's is in Dopamine.
+    - Atari frames in a host replay => lz4 (`COMPRESSION_RULE`), unless the user sets replay.compression: the
+      codec that decodes fastest (docs/bench-replay.md), so the loop barely waits on it."""
+    from tfdqn.envs.names import implied_settings, is_atari_name  # envs import this module's dataclasses
 
     derived = {key: (value, f"implied by env {env_id}") for key, value in implied_settings(env_id).items()
                if key not in user | preset}
     epsilon = ("exploration.epsilon_start", "exploration.epsilon_end")
     if layered.network.noisy and not user & set(epsilon):
         derived.update({key: (0.0, NOISY_RULE) for key in epsilon})
+    if is_atari_name(env_id) and layered.replay.device == "host" and "replay.compression" not in user:
+        derived["replay.compression"] = ("lz4", COMPRESSION_RULE)
     return derived
 
 
