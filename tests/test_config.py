@@ -124,3 +124,13 @@ def test_every_replay_size_that_validates_builds_its_ring():
     assert checked > 100
     with pytest.raises(UserError, match="replay.capacity = 41 gives each of run.num_envs = 8 envs 5 slots"):
         C.build_config([], {"replay.capacity": 41, "replay.batch_size": 1, "run.num_envs": 8, "env.frame_stack": 4})
+
+
+def test_atari_frames_are_compressed_with_lz4_unless_the_user_says_otherwise():
+    sources = {}
+    atari = C.resolve_config([], {"env.id": "Breakout"}, None, sources)
+    assert atari.replay.compression == "lz4" and sources["replay.compression"] == C.COMPRESSION_RULE
+    assert C.resolve_config([], {"env.id": "Breakout", "replay.compression": "none"}).replay.compression == "none"
+    assert C.resolve_config([], {"env.id": "Breakout", "replay.device": "accelerator"}).replay.compression == "none"
+    assert C.resolve_config([], {"env.id": "Pong"}, "rainbow").replay.compression == "lz4"
+    assert C.resolve_config([], {"env.id": "CartPole"}).replay.compression == "none"
