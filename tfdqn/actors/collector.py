@@ -172,7 +172,7 @@ class RemoteCollector:
         streams = self._streams(index)
         if self._taken[index] is not None:
             chunk, t = self._taken[index]
-            frames = chunk.frame[t + 1] if t + 1 < chunk.steps else chunk.next_frame
+            frames = _frames_after(chunk, t)
             self._frames[streams] = decode_frames(frames, self._frames.shape[1:], self._frames.dtype) \
                 if isinstance(frames, EncodedFrames) else frames
             self._taken[index] = None
@@ -213,6 +213,11 @@ class RemoteCollector:
         self._actors.close()
 
 
+def _frames_after(chunk, t: int):
+    """The frames of the chunk's actor's envs after step `t`: the next step's, or the chunk's last ones."""
+    return chunk.frame[t + 1] if t + 1 < chunk.steps else chunk.next_frame
+
+
 def _final_frames(chunk, t: int):
     """Step `t`'s final frames, one per env of the chunk's actor; the replay reads only the rows of episodes
     that ended there (the others are the next frames, or empty codes)."""
@@ -222,7 +227,7 @@ def _final_frames(chunk, t: int):
         codes = np.full(chunk.frame.shape[1], b"", dtype=object)
         codes[rows] = chunk.final_frame.codes[here]
         return EncodedFrames(chunk.frame.codec, codes)
-    next_frame = chunk.frame[t + 1] if t + 1 < chunk.steps else chunk.next_frame
+    next_frame = _frames_after(chunk, t)
     if not here.any():
         return next_frame
     final_frame = next_frame.copy()
