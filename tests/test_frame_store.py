@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 
+import cramjam
 import numpy as np
 import pytest
 
@@ -37,10 +38,35 @@ def breakout_frames() -> np.ndarray:
 def test_every_frame_decodes_to_its_bytes_and_game_frames_shrink(breakout_frames, codec):
     coder = make_codec(codec, breakout_frames[0].nbytes)
     codes = [coder.encode(frame) for frame in breakout_frames]
+    out = np.empty(breakout_frames[0].nbytes, np.uint8)
     for frame, code in zip(breakout_frames, codes):
-        assert coder.decode(code) == frame.tobytes()
+        coder.decode_into(code, out)
+        assert out.tobytes() == frame.tobytes()
     game = np.mean([len(code) for code in codes[:600]])
     assert game < breakout_frames[0].nbytes / 10, game  # docs/replay.md: 300 (zstd) and 411 (lz4) of 7,056
+
+
+# An 84x84 frame (a bar of 144 on rows 40-43, columns 10-73; row 80 counting 0..83) as python-lz4 4.4's
+# lz4.block.compress(frame, store_size=False) coded it: tfdqn's lz4 codes before it decoded through cramjam.
+PYTHON_LZ4_CODE = bytes.fromhex(
+    "1f000100ffffffffffffffffffffffffff231f9001002c0f690d010f53002c0f5400aa0f0200ffffffffffffffffffffffbfff44"
+    "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f3031323334"
+    "35363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f505152531b0ce4500000000000")
+
+
+def test_lz4_codes_written_before_cramjam_decode_to_their_frame():
+    """A checkpoint's saved codes are restored as they are, so lz4 blocks of the earlier encoder must decode."""
+    frame = np.zeros((84, 84), np.uint8)
+    frame[40:44, 10:74] = 144
+    frame[80] = np.arange(84)
+    out = np.empty(frame.nbytes, np.uint8)
+    make_codec("lz4", frame.nbytes).decode_into(PYTHON_LZ4_CODE, out)
+    np.testing.assert_array_equal(out.reshape(84, 84), frame)
+    codec = make_codec("lz4", frame.nbytes)
+    with pytest.raises(cramjam.DecompressionError):
+        codec.decode_into(PYTHON_LZ4_CODE[:-20], out)
+    with pytest.raises(ValueError, match="an lz4 code decoded to 84 bytes; allowed: a frame's 7056"):
+        codec.decode_into(make_codec("lz4", 84).encode(frame[80]), out)
 
 
 @pytest.mark.parametrize("codec", CODECS)

@@ -2,7 +2,8 @@
 
 Each frame is compressed on its own, so any slot decodes without its neighbours and a stack is rebuilt
 from decoded frames exactly as from raw ones (docs/replay.md). zstd keeps the smaller codes, lz4 decodes
-faster.
+faster. A codec decodes into a row of the caller's array (`decode_into`): a batch of 224 frames decoded to
+bytes objects first, then copied, spent more time in the allocator than in decoding (docs/replay.md).
 
 A codec object holds a compression and a decompression context, neither safe to share between threads:
 each thread that encodes or decodes makes its own with `make_codec`. A codec's library is imported when
@@ -36,26 +37,32 @@ class Zstd:
         leaves the rest of that 7 KB allocation as a hole no later buffer fits (about 4 KB per frame held)."""
         return bytes(memoryview(self._compressor.compress(frame.tobytes())))
 
-    def decode(self, code: bytes) -> bytes:
-        return self._decompressor.decompress(code, max_output_size=self._frame_bytes)
+    def decode_into(self, code: bytes, out: np.ndarray) -> None:
+        """`code` decoded into `out`, a C-contiguous uint8 array of the frame's bytes (zstandard decodes
+        only to a bytes object of its own, which is copied; it is freed at once, so its memory is reused)."""
+        out[:] = np.frombuffer(self._decompressor.decompress(code, max_output_size=self._frame_bytes), np.uint8)
 
 
 class Lz4:
-    """LZ4's block format: the fastest to decode, larger codes than zstd's."""
+    """LZ4's block format without a size prefix (the frame's size is known), through cramjam, which decodes a
+    block straight into the caller's buffer: the fastest to decode, larger codes than zstd's."""
 
     name = "lz4"
 
     def __init__(self, frame_bytes: int):
-        import lz4.block
+        import cramjam
 
-        self._block = lz4.block
+        self._lz4 = cramjam.lz4
         self._frame_bytes = frame_bytes
 
     def encode(self, frame: np.ndarray) -> bytes:
-        return self._block.compress(frame.tobytes(), store_size=False)
+        return bytes(self._lz4.compress_block(np.ascontiguousarray(frame), store_size=False))
 
-    def decode(self, code: bytes) -> bytes:
-        return self._block.decompress(code, uncompressed_size=self._frame_bytes)
+    def decode_into(self, code: bytes, out: np.ndarray) -> None:
+        """`code` decoded into `out`, a C-contiguous uint8 array of the frame's bytes."""
+        written = self._lz4.decompress_block_into(code, out)
+        if written != self._frame_bytes:
+            raise ValueError(f"an lz4 code decoded to {written} bytes; allowed: a frame's {self._frame_bytes}")
 
 
 def make_codec(name: str, frame_bytes: int) -> Zstd | Lz4:
@@ -106,11 +113,21 @@ def encode_frames(codec: Zstd | Lz4, frames: np.ndarray, frame_ndim: int) -> Enc
     return EncodedFrames(codec.name, codes.reshape(leading))
 
 
+def decode_codes(codec: Zstd | Lz4, codes: list[bytes], frame_shape: tuple, frame_dtype,
+                 leading: tuple | None = None) -> np.ndarray:
+    """A fresh array [*leading, *frame_shape] (leading: one axis of len(codes)) of `codes` decoded in order,
+    each straight into its row; b"" (a slot never written) gives a zero frame."""
+    out = np.empty((*(leading or (len(codes),)), *frame_shape), frame_dtype)
+    rows = out.reshape(len(codes), -1).view(np.uint8)
+    for row, code in zip(rows, codes):
+        if code:
+            codec.decode_into(code, row)
+        else:
+            row[:] = 0
+    return out
+
+
 def decode_frames(frames: EncodedFrames, frame_shape: tuple, frame_dtype) -> np.ndarray:
     """The frames `frames` holds, as an array [*frames.shape, *frame_shape]."""
     codec = make_codec(frames.codec, math.prod(frame_shape) * np.dtype(frame_dtype).itemsize)
-    out = np.empty((*frames.shape, *frame_shape), frame_dtype)
-    flat = out.reshape(-1, *frame_shape)
-    for row, code in enumerate(frames.codes.ravel().tolist()):
-        flat[row] = np.frombuffer(codec.decode(code), frame_dtype).reshape(frame_shape)
-    return out
+    return decode_codes(codec, frames.codes.ravel().tolist(), frame_shape, frame_dtype, frames.shape)

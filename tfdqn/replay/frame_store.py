@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from tfdqn.replay.frame_codec import EncodedFrames, decode_frames, make_codec
+from tfdqn.replay.frame_codec import EncodedFrames, decode_codes, decode_frames, make_codec
 
 EMPTY_CODE_BYTES = sys.getsizeof(b"")  # a bytes object's own size besides its contents (CPython: 33)
 SMALL_OBJECT_BYTES = 512  # CPython's allocator serves objects up to this size from pools, in steps of 16 bytes
@@ -101,19 +101,11 @@ class CompressedFrames:
             self._replace(slice(slot, slot + 1), [code])
 
     def load(self, slots: np.ndarray) -> np.ndarray:
-        """The frames at `slots`, decoded in place in one writable buffer: one pass in C over the codes (a
-        per-frame Python loop cost more than zstd's decoding), each slot where it appears (a batch repeats few
-        slots; sorting repeats out cost a second copy of the batch)."""
-        shape = (*np.shape(slots), *self._frame_shape)
+        """A fresh array [*slots.shape, *frame_shape] of the frames at `slots`, each decoded straight into its
+        place (a batch repeats few slots; sorting repeats out cost a second copy of the batch); slots never
+        written read as zeros."""
         codes = self._codes[np.ravel(slots)].tolist()
-        if all(codes):
-            return np.frombuffer(bytearray().join(map(self._codec.decode, codes)), self._frame_dtype).reshape(shape)
-        decoded = np.zeros(shape, self._frame_dtype)  # slots never written read as zeros
-        flat = decoded.reshape(len(codes), -1).view(np.uint8)
-        for row, code in enumerate(codes):
-            if code:
-                flat[row] = np.frombuffer(self._codec.decode(code), np.uint8)
-        return decoded
+        return decode_codes(self._codec, codes, self._frame_shape, self._frame_dtype, np.shape(slots))
 
     def code_bytes(self) -> int:
         """The codes held as bytes objects: the memory the frames take now beyond `bytes_needed`."""
@@ -164,13 +156,8 @@ def raw_frames(arrays, frame_shape: tuple, frame_dtype) -> np.ndarray:
     """A saved chunk's frames as they are: its raw array, or its codes decoded (unwritten slots zero)."""
     if "frame_codes" not in arrays:
         return arrays["frames"]
-    codes = _split_codes(arrays)
     codec = make_codec(str(arrays["frame_codec"]), _frame_bytes(frame_shape, frame_dtype))
-    frames = np.zeros((len(codes), *frame_shape), frame_dtype)
-    for row, code in enumerate(codes):
-        if code:
-            frames[row] = np.frombuffer(codec.decode(code), frame_dtype).reshape(frame_shape)
-    return frames
+    return decode_codes(codec, _split_codes(arrays), frame_shape, frame_dtype)
 
 
 def make_frame_store(capacity: int, frame_shape: tuple, frame_dtype, compression: str) -> RawFrames | CompressedFrames:
