@@ -118,3 +118,17 @@ def test_tfdqn_train_still_trains_after_its_command_module_is_imported(tmp_path)
                                                   "run.final_eval_episodes": 1, "run.eval_every": 0})
     summary = tfdqn.train(config, tmp_path / "r", quiet=True)
     assert summary["env_steps"] >= 60 and summary["run_dir"] == str(tmp_path / "r")
+
+
+def test_a_run_that_makes_no_update_says_so_and_exports_nothing(run_cmd, tmp_path):
+    """Total steps at or below learning_starts: the run only acts (benchmarks time acting this way), says so
+    when it starts and ends, and makes no final evaluation and no policy/ it would call its product."""
+    result = run_cmd("tfdqn.train", *SMALL_CARTPOLE, "--total-steps", "100", "--learning-starts", "100", "--quiet",
+                     "--logdir", str(tmp_path), "--run-name", "idle", timeout=180)
+    assert result.returncode == 0, result.stderr
+    reason = "run.total_steps 100 leaves no update due after run.learning_starts 100, so the run only acts"
+    assert f"no update will run: {reason}; it makes no final evaluation and exports no policy" in result.stdout
+    assert f"no product: no update ran ({reason}); nothing was evaluated or exported" in result.stdout
+    summary = json.loads((tmp_path / "idle" / "summary.json").read_text())
+    assert summary["updates"] == 0 and summary["no_product"] == f"no update ran ({reason})"
+    assert "final_eval_return_mean" not in summary and not (tmp_path / "idle" / "policy").exists()

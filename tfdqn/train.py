@@ -182,6 +182,8 @@ def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
 
 def final_evaluation_line(summary: dict) -> str:
     """The product's evaluation, which network it is, and what the last network scored on the same games."""
+    if "no_product" in summary:
+        return f"no product: {summary['no_product']}; nothing was evaluated or exported"
     line = (f"final evaluation: {summary['final_eval_episodes']} episodes, return "
             f"{summary['final_eval_return_mean']:.1f} ± {summary['final_eval_return_std']:.1f}")
     network = summary.get("final_network")  # absent from summaries written before the run had a product

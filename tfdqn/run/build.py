@@ -22,6 +22,7 @@ from tfdqn.envs.vector import make_vector_env
 from tfdqn.replay.device import DeviceReplay
 from tfdqn.replay.ring import ReplayRing
 from tfdqn.replay.samplers import make_sampler
+from tfdqn.run.cadence import no_update_reason
 from tfdqn.run.checkpoint import BestCheckpoint, Checkpointer
 from tfdqn.run.clock import RunClock
 from tfdqn.run.collectors import VectorEnvCollector
@@ -196,6 +197,9 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
             make_run_dir(run_dir)
             closing.enter_context(RunLock(run_dir))
             print(f"evaluation {describe_protocol(config.env, spec, config.exploration.eval_epsilon)}", flush=True)
+            if (reason := no_update_reason(config.run)) is not None:
+                print(f"no update will run: {reason}; it makes no final evaluation and exports no policy "
+                      f"(to train: run.total_steps above run.learning_starts)", flush=True)
             config_lib.save(config, run_dir / "config.yaml")
             replay = _make_replay(config, spec, config.num_streams, memory_budget)
             replay_lock = threading.Lock()

@@ -25,6 +25,14 @@ def updates_due(env_steps: int, learning_starts: int, training_interval: float,
     return max(0, rounds_end - learning_starts) * denominator // numerator
 
 
+def no_update_reason(run) -> str | None:
+    """Why a run of these `run` settings (config.run) is owed no update by its last step, or None."""
+    if updates_due(run.total_steps, run.learning_starts, run.training_interval, run.env_steps_per_round) > 0:
+        return None
+    return (f"run.total_steps {run.total_steps:,} leaves no update due after run.learning_starts "
+            f"{run.learning_starts:,}, so the run only acts")
+
+
 def crossed(before: int, after: int, every: int) -> bool:
     """Whether a multiple of `every` (0: never) lies in (before, after]: periods hold for any number of envs."""
     return every > 0 and after // every > before // every

@@ -17,6 +17,7 @@ from tfdqn.atomic import write_json
 from tfdqn.config import DQNConfig
 from tfdqn.errors import RunFailure
 from tfdqn.run.build import Run, build_run
+from tfdqn.run.cadence import no_update_reason
 from tfdqn.run.collectors import CollectionStopped, CollectorFailure
 from tfdqn.run.summary import finish, summarize
 from tfdqn.sources import read_best
@@ -89,7 +90,8 @@ def _end_training(run: Run, summary: dict) -> None:
     """Tell the hooks training ended, at the rate summary.json records, and what follows: the progress bar
     closes there and says that the final evaluation is playing (for minutes on Atari), if the run goes on
     to one."""
-    plan = None if run.stop.requested else _final_evaluation_plan(run, summary["env_steps"])
+    evaluates = not run.stop.requested and summary["updates"] > 0
+    plan = _final_evaluation_plan(run, summary["env_steps"]) if evaluates else None
     for hook in run.hooks:
         hook.end_training(summary["env_steps"], summary["env_steps_per_sec"], plan)
 
@@ -101,13 +103,16 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
 
     On SIGINT or SIGTERM it checkpoints and returns early with `stopped_by` set in the summary. A run
     that ends by itself evaluates and exports its product, the best-evaluated network where periodic
-    evaluation ran (`summary.finish`). The summary is written while the run still holds its folder's lock.
+    evaluation ran (`summary.finish`); one that made no update has none, and its summary's `no_product`
+    says why. The summary is written while the run still holds its folder's lock.
     `started`: Unix seconds the run clock counts from (`build_run`)."""
     with build_run(config, run_dir, resume, quiet, profile_steps, started) as run, run.stop:
         env_steps = run_loop(run)
         summary = summarize(run, env_steps)
         _end_training(run, summary)
-        if not run.stop.requested:
+        if not run.stop.requested and summary["updates"] == 0:
+            summary["no_product"] = f"no update ran ({no_update_reason(config.run) or 'the run ended first'})"
+        elif not run.stop.requested:
             summary.update(finish(run, env_steps))
         if run.stop.requested:  # before or during the final evaluation
             summary["stopped_by"] = run.stop.signal_name
