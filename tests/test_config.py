@@ -67,6 +67,11 @@ def test_set_values_are_typed_by_their_field():
     ({"replay.memory_budget_gib": 2}, "replay.memory_budget_gib = 2.0 needs compressed frames, but replay.compression"),
     ({"replay.compression": "zstd", "replay.device": "accelerator"},
      "replay.compression = 'zstd' with replay.device = 'accelerator'"),
+    ({"env.kwargs": 3}, "config key env.kwargs = 3 is not a mapping of names to YAML scalars or lists; allowed: "),
+    ({"env.kwargs.colors": {"a": 1}}, "config key env.kwargs.colors = {'a': 1} is not a YAML scalar or a list of them"),
+    ({"env.frame_skipp": 2}, "unknown config key 'env.frame_skipp'; did you mean env.frame_skip?"),
+    ({"env.zzzz": 2}, "unknown config key 'env.zzzz'; allowed keys in env: id, frame_stack, "),
+    ({"nosuch.key": 2}, "allowed: section.key with a section of env, replay, network, learner, exploration, run,"),
 ])
 def test_bad_values_give_one_line_naming_value_and_allowed(overrides, needle):
     with pytest.raises(UserError) as error:
@@ -134,3 +139,22 @@ def test_atari_frames_are_compressed_with_lz4_unless_the_user_says_otherwise():
     assert C.resolve_config([], {"env.id": "Breakout", "replay.device": "accelerator"}).replay.compression == "none"
     assert C.resolve_config([], {"env.id": "Pong"}, "rainbow").replay.compression == "lz4"
     assert C.resolve_config([], {"env.id": "CartPole"}).replay.compression == "none"
+
+
+def test_env_kwargs_from_set_and_from_a_file_are_one_mapping_that_config_yaml_keeps(tmp_path):
+    """`--set env.kwargs.NAME=VALUE` adds one keyword argument; a file's env section may give the mapping."""
+    from_set = C.build_config([], C.parse_set(["env.kwargs.continuous=false", "env.kwargs.lap_complete_percent=0.9",
+                                               "env.kwargs.domain_randomize=false"]))
+    path = tmp_path / "car.yaml"
+    path.write_text("env:\n  kwargs: {lap_complete_percent: 0.9, continuous: false}\n")
+    from_file = C.build_config([path], {"env.kwargs.domain_randomize": False})
+    assert from_set == from_file
+    assert from_set.env.kwargs.as_dict() == {"continuous": False, "domain_randomize": False,
+                                             "lap_complete_percent": 0.9}
+    assert hash(from_set) == hash(from_file)  # the frozen config stays hashable
+    saved = tmp_path / "config.yaml"
+    C.save(from_set, saved)
+    assert C.build_config([saved], {}) == from_set
+    sources = {}
+    C.build_config([], {"env.kwargs.continuous": False}, sources)
+    assert sources["env.kwargs"] == "--set or a flag"

@@ -6,8 +6,10 @@ import importlib.util
 import numpy as np
 import pytest
 
+from tfdqn import config as C
 from tfdqn.config import EnvConfig
 from tfdqn.envs.make import EnvSpec, describe_protocol, make_env, resolve_env_id
+from tfdqn.envs.vector import make_vector_env
 from tfdqn.errors import UserError
 
 NOOP, FIRE = 0, 1  # Breakout's minimal action set: NOOP, FIRE, RIGHT, LEFT
@@ -56,6 +58,7 @@ def test_unknown_env_is_one_line_user_error(name, suggestion):
     assert "\n" not in message
     assert message.startswith(f"unknown env {name!r}")
     assert "allowed: a gymnasium id (CartPole-v1" in message and "ALE game name (Breakout" in message
+    assert "your own env as module:EnvId" in message
     if suggestion:
         assert suggestion in message
     else:
@@ -349,3 +352,40 @@ def test_a_game_capped_during_the_continuing_noop_is_reported():
     assert info["episode"]["l"] == 1 + steps + 1 and info["episode"]["r"] == 0  # FIRE, the steps, the NOOP
     assert info["lives"] == 5 and not info["game_over"]
     env.close()
+
+
+def test_env_kwargs_reach_gymnasium_make_and_the_protocol_line():
+    config = dataclasses.replace(EnvConfig(id="CartPole"), kwargs=C.EnvKwargs.of({"sutton_barto_reward": True}))
+    env, spec = make_env(config, seed=0)
+    try:
+        assert env.unwrapped._sutton_barto_reward is True
+        env.reset()
+        _, reward, terminated, *_ = env.step(0)
+        assert reward == (-1.0 if terminated else 0.0)  # Sutton and Barto's reward: 0 per step, -1 at the end
+    finally:
+        env.close()
+    assert describe_protocol(config, spec, 0.0).startswith("protocol: CartPole-v1(sutton_barto_reward=True), ")
+
+
+@pytest.mark.parametrize("env_id, kwargs, needle", [
+    ("CartPole", {"bogus": 1}, "env CartPole-v1 does not take env.kwargs bogus=1: CartPoleEnv.__init__() got an "
+                               "unexpected keyword argument 'bogus'; allowed: the keyword arguments its constructor takes"),
+    ("Breakout", {"frameskip": 2}, "env.kwargs.frameskip is set by tfdqn for ALE/Breakout-v5; allowed: other keyword "
+                                   "arguments (the env's protocol is set by env.* keys"),
+])
+def test_env_kwargs_the_env_refuses_or_tfdqn_sets_are_one_line_errors(env_id, kwargs, needle):
+    config = dataclasses.replace(EnvConfig(id=env_id), kwargs=C.EnvKwargs.of(kwargs))
+    with pytest.raises(UserError) as caught:
+        make_env(config, seed=0)
+    assert needle in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_env_kwargs_pick_an_ale_mode_for_one_env_and_are_refused_for_the_vector_emulator():
+    config = dataclasses.replace(EnvConfig(id="Breakout"), kwargs=C.EnvKwargs.of({"mode": 4}))
+    env, _ = make_env(config, seed=0)
+    try:
+        assert env.unwrapped._game_mode == 4
+    finally:
+        env.close()
+    with pytest.raises(UserError, match="env.kwargs with 2 ALE envs: ale-py's vector emulator takes no keyword"):
+        make_vector_env(config, 2, seed=0)

@@ -25,8 +25,27 @@ from tfdqn.replay.frame_codec import CODECS
 CONFIG_DIR = pathlib.Path(str(importlib.resources.files("tfdqn") / "configs"))
 
 
+class EnvKwargs(tuple):
+    """`env.kwargs`: the keyword arguments for `gymnasium.make`, as (name, value) pairs sorted by name, so the
+    frozen config stays hashable; a mapping in YAML, config.yaml and the run hash. Values are YAML scalars or
+    lists of them."""
+
+    @classmethod
+    def of(cls, mapping: dict) -> "EnvKwargs":
+        return cls(sorted((name, _frozen(value)) for name, value in mapping.items()))
+
+    def as_dict(self) -> dict:
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in self}
+
+
+def _frozen(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
 def _field(default, doc: str):
     """A dataclass field whose doc (unit included) is shown by `--help`."""
+    if isinstance(default, EnvKwargs):
+        return dataclasses.field(default_factory=EnvKwargs, metadata={"doc": doc})
     if isinstance(default, (list, tuple)):
         return dataclasses.field(default_factory=lambda: tuple(default), metadata={"doc": doc})
     return dataclasses.field(default=default, metadata={"doc": doc})
@@ -48,6 +67,9 @@ class EnvConfig:
                                               "it is truncated (108,000: 30 min at 60 Hz)")
     step_delay_ms: float = _field(0.0, "milliseconds each env step waits without using the CPU, as a simulator "
                                        "behind a socket would (tools/bench_actors.py); 0: none")
+    kwargs: EnvKwargs = _field(EnvKwargs(), "keyword arguments for gymnasium.make: --set env.kwargs.NAME=VALUE "
+                                            "(CarRacing-v3: env.kwargs.continuous=false) or a kwargs mapping in a "
+                                            "config file's env section")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -251,7 +273,8 @@ def _field_type(section: str, name: str):
 # What each field type accepts, with examples, for the one-line error of a config key or a numeric flag.
 _KINDS = {bool: ("true or false", ""), int: ("an integer", " such as 50000, 5e4 or 50_000"),
           float: ("a number", " such as 0.001 or 1e-3"), str: ("a string", ""),
-          tuple: ("a list of integers", " such as [256, 256]")}
+          tuple: ("a list of integers", " such as [256, 256]"),
+          EnvKwargs: ("a mapping of names to YAML scalars or lists", " such as {continuous: false}")}
 
 
 def not_a(expected: type, value) -> str:
@@ -291,6 +314,9 @@ def convert(value, expected):
     elif expected is str:
         if isinstance(value, str):
             return value
+    elif expected is EnvKwargs:
+        if isinstance(value, dict) and all(isinstance(k, str) and k and _plain(v) for k, v in value.items()):
+            return EnvKwargs.of(value)
     elif expected is tuple:
         if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             return tuple(value)
@@ -302,6 +328,12 @@ def convert(value, expected):
     return None
 
 
+def _plain(value) -> bool:
+    """A value env.kwargs may hold: a YAML scalar, or a list (or tuple) of them."""
+    scalar = (type(None), bool, int, float, str)
+    return isinstance(value, scalar) or (isinstance(value, (list, tuple)) and all(isinstance(v, scalar) for v in value))
+
+
 def _coerce(key: str, value, expected):
     """Convert a YAML or `--set` value to the field's type, or name the value and what is allowed."""
     converted = convert(value, expected)
@@ -311,9 +343,18 @@ def _coerce(key: str, value, expected):
 
 
 def _unknown_key(key: str) -> UserError:
+    """The closest key, else the keys of the section named (not all ~80 on one line), else the sections."""
     keys = list(field_docs())
     close = difflib.get_close_matches(key, keys, n=1)
-    hint = f"; did you mean {close[0]}?" if close else f"; allowed keys: {', '.join(keys)}"
+    section = key.partition(".")[0]
+    in_section = [k for k in keys if k.startswith(f"{section}.")]
+    if close:
+        hint = f"; did you mean {close[0]}?"
+    elif in_section:
+        hint = f"; allowed keys in {section}: {', '.join(k.partition('.')[2] for k in in_section)}"
+    else:
+        sections = ", ".join(dict.fromkeys(k.partition(".")[0] for k in keys))
+        hint = f"; allowed: section.key with a section of {sections} (tfdqn train --help lists every key)"
     return UserError(f"unknown config key {key!r}{hint}")
 
 
@@ -321,7 +362,16 @@ def _unknown_key(key: str) -> UserError:
 RENAMED = {"run.update_every": "run.env_steps_per_round"}
 
 
+ENV_KWARG = "env.kwargs."  # --set env.kwargs.NAME=VALUE sets one keyword argument
+
+
 def _apply(values: dict[str, dict], key: str, raw) -> None:
+    if key.startswith(ENV_KWARG) and len(key) > len(ENV_KWARG):
+        if not _plain(raw):
+            raise UserError(f"config key {key} = {raw!r} is not a YAML scalar or a list of them; allowed: a value "
+                            f"such as false, 0.5, red or [1, 2]")
+        values["env"]["kwargs"] = EnvKwargs.of({**values["env"]["kwargs"].as_dict(), key[len(ENV_KWARG):]: raw})
+        return
     section, _, name = RENAMED.get(key, key).partition(".")
     if section not in values or name not in values[section]:
         raise _unknown_key(key)
@@ -396,7 +446,7 @@ def _build(layers: list[dict], sources: dict | None = None) -> DQNConfig:
         for key, (raw, origin) in layer.items():
             _apply(values, key, raw)
             if sources is not None:
-                sources[RENAMED.get(key, key)] = origin
+                sources["env.kwargs" if key.startswith(ENV_KWARG) else RENAMED.get(key, key)] = origin
     config = DQNConfig(**{name: _section_type(name)(**fields) for name, fields in values.items()})
     validate(config)
     return config
@@ -638,7 +688,9 @@ def to_dict(config: DQNConfig) -> dict:
     data = dataclasses.asdict(config)
     for section in data.values():
         for k, v in section.items():
-            if isinstance(v, tuple):
+            if isinstance(v, EnvKwargs):
+                section[k] = v.as_dict()
+            elif isinstance(v, tuple):
                 section[k] = list(v)
     return data
 

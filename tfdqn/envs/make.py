@@ -47,16 +47,28 @@ def _describe_space(space) -> str:
     return " ".join(type(space).__name__.split())
 
 
-def _make_base(env_id: str, **kwargs) -> gymnasium.Env:
-    """gymnasium.make, passing render_mode only when rendering: users' own envs need not take it."""
+def _make_base(env_id: str, user_kwargs: dict, **kwargs) -> gymnasium.Env:
+    """gymnasium.make with the user's `env.kwargs` and tfdqn's own `kwargs`, passing render_mode only when
+    rendering: users' own envs need not take it. A keyword tfdqn sets itself (Atari's protocol, which env.*
+    keys set) is refused, as is one the env does not take."""
     if kwargs.get("render_mode", "") is None:
         del kwargs["render_mode"]
+    if clash := sorted(set(user_kwargs) & set(kwargs)):
+        raise UserError(f"env.kwargs.{clash[0]} is set by tfdqn for {env_id}; allowed: other keyword arguments "
+                        f"(the env's protocol is set by env.* keys: tfdqn train --help)")
     try:
-        return gymnasium.make(env_id, **kwargs)
+        return gymnasium.make(env_id, **user_kwargs, **kwargs)
     except (gymnasium.error.DependencyNotInstalled, ImportError) as e:
         first_line = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise UserError(f"env {env_id} cannot be made here: {first_line}; allowed: envs whose "
                         f"dependencies are installed (CartPole-v1, Acrobot-v1, any ALE game)") from None
+    except TypeError as e:
+        if not user_kwargs:
+            raise
+        given = ", ".join(f"{name}={value!r}" for name, value in user_kwargs.items())
+        first_line = (str(e).strip().splitlines() or [type(e).__name__])[0].split(" was raised from")[0]
+        raise UserError(f"env {env_id} does not take env.kwargs {given}: {first_line}; allowed: the keyword "
+                        f"arguments its constructor takes") from None
 
 
 def make_env(config: EnvConfig, seed: int, evaluation: bool = False,
@@ -88,9 +100,9 @@ def _make_wrapped(config: EnvConfig, seed: int, render: bool) -> tuple[gymnasium
     render_mode = "rgb_array" if render else None
     if is_atari_id(env_id):
         implied_settings(env_id)  # refuses an id with a random frame skip, which the fixed skip would replace
-        return wrap_atari(_make_base(env_id, render_mode=render_mode, **atari_make_kwargs(config)),
-                          config, env_id, seed)
-    env = _make_base(env_id, render_mode=render_mode)
+        return wrap_atari(_make_base(env_id, config.kwargs.as_dict(), render_mode=render_mode,
+                                     **atari_make_kwargs(config)), config, env_id, seed)
+    env = _make_base(env_id, config.kwargs.as_dict(), render_mode=render_mode)
     if not isinstance(env.action_space, gymnasium.spaces.Discrete):
         env.close()
         raise UserError(f"env {env_id} has action space {_describe_space(env.action_space)}; allowed: "
@@ -130,6 +142,8 @@ def _check_render(env: gymnasium.Env, env_id: str) -> None:
 def describe_protocol(config: EnvConfig, spec: EnvSpec, epsilon: float) -> str:
     """One line that states how evaluation returns were produced (by `make_env`'s env), to print beside them."""
     parts = [f"protocol: {spec.env_id}", f"epsilon {epsilon:g}"]
+    if config.kwargs:
+        parts[0] += "(" + ", ".join(f"{name}={value!r}" for name, value in config.kwargs.as_dict().items()) + ")"
     if not spec.is_atari:
         steps = gymnasium.spec(spec.env_id).max_episode_steps
         parts.append(f"episodes capped at {steps} steps (TimeLimit)" if steps else "no time limit")

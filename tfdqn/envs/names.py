@@ -124,5 +124,6 @@ def resolve_env_id(name: str) -> str:
     close = difflib.get_close_matches(_normalise(text), list(candidates), n=1, cutoff=0.75)
     hint = f"; did you mean {candidates[close[0]]}?" if close else ";"
     raise UserError(f"unknown env {name!r}{hint} allowed: a gymnasium id (CartPole-v1, Acrobot-v1, "
-                    f"MountainCar-v0, ...) or an ALE game name (Breakout, Pong, SpaceInvaders, ... "
-                    f"{len(game_names)} games)")
+                    f"MountainCar-v0, ...), an ALE game name (Breakout, Pong, SpaceInvaders, ... "
+                    f"{len(game_names)} games), or your own env as module:EnvId (tfdqn imports the module, "
+                    f"which registers EnvId)")

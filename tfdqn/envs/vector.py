@@ -24,6 +24,7 @@ from tfdqn.envs.atari_vector import AtariVector, ale_game_name
 from tfdqn.envs.make import make_env
 from tfdqn.envs.seeds import env_seed, env_seeds
 from tfdqn.envs.spec import VectorStep
+from tfdqn.errors import UserError
 
 __all__ = ["VectorStep", "SingleEnv", "GymVectorEnv", "AtariVector", "ale_game_name", "make_vector_env", "env_seed"]
 
@@ -106,5 +107,8 @@ def make_vector_env(config: EnvConfig, num_envs: int, seed: int) -> tuple:
         return SingleEnv(env), spec
     env.close()
     if spec.is_atari:
+        if config.kwargs:
+            raise UserError(f"env.kwargs with {num_envs} ALE envs: ale-py's vector emulator takes no keyword "
+                            f"arguments of gymnasium.make; allowed: run.num_envs = 1, or no env.kwargs")
         return AtariVector(config, num_envs, seed), spec
     return GymVectorEnv(config, num_envs, seed), spec
