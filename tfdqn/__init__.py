@@ -13,20 +13,36 @@ __version__ = "0.1.0"
 __all__ = ["DQNConfig", "train", "load_policy"]
 
 
-def train(config, run_dir=None, logdir: str = "runs", quiet: bool = False) -> dict:
-    """Train a new run of `config` (a DQNConfig) into `run_dir`, or else a new folder in `logdir` named
-    as the command line names it; returns its summary (summary.json's figures) with "run_dir" added.
-    The folder must be new or empty, as for `python -m tfdqn.train`."""
-    import pathlib
+def train(config=None, run_dir=None, logdir: str = "runs", quiet: bool = False, resume: bool = False,
+          on_evaluation=None) -> dict:
+    """Train `config` (a DQNConfig) in this process; returns the run's summary (summary.json's figures) with
+    "run_dir" added.
 
-    from tfdqn.run.loop import train as train_run
-    from tfdqn.run.run_dir import choose_run_dir
+    `run_dir`: a new or empty folder; None: a new folder in `logdir` named as the command line names it (with
+    -2, -3, ... where that name is taken). `resume=True` continues the run in `run_dir` from its newest
+    checkpoint: `config` None takes the run's own config.yaml, else `config` must be that run's, its
+    run.total_steps aside (to train on); a run that already ended returns its summary. `quiet=True` prints
+    nothing (the protocol and replay lines, progress, TensorFlow's start-up log). `on_evaluation`: called with
+    each periodic evaluation's record (env_steps, run_seconds, return_mean, return_std, returns); returning
+    True ends the run there, which then evaluates and exports its product as a run that reached its target.
+    Bad input raises `tfdqn.errors.UserError` with one line naming the value and what is allowed."""
+    import contextlib
+    import os
 
-    if run_dir is None:
-        run_dir = choose_run_dir(logdir, None, config)
-    else:
-        run_dir = choose_run_dir(str(pathlib.Path(run_dir).parent), pathlib.Path(run_dir).name, config)
-    return {"run_dir": str(run_dir), **train_run(config, run_dir, quiet=quiet)}
+    from tfdqn.api import prepare_run
+
+    run_dir, config, finished = prepare_run(config, run_dir, logdir, resume)
+    if finished is not None:
+        return {"run_dir": str(run_dir), **finished}
+    with open(os.devnull, "w") as devnull, \
+            (contextlib.redirect_stdout(devnull) if quiet else contextlib.nullcontext()):
+        from tfdqn.cli import start_tensorflow
+
+        start_tensorflow()  # its C++ start-up lines off stderr, as on the command line
+        from tfdqn.run.loop import train as train_run
+
+        summary = train_run(config, run_dir, quiet=quiet, resume=resume, on_evaluation=on_evaluation)
+    return {"run_dir": str(run_dir), **summary}
 
 
 # `import tfdqn.train` (the command's module) rebinds the name `tfdqn.train` to that module, which calls this

@@ -78,8 +78,12 @@ class Run:
         self.closing.close()
 
     def reached_target(self) -> bool:
-        """Whether an evaluation reached `run.target_return`, which ends the run."""
+        """Whether an evaluation reached `run.target_return`."""
         return self.evaluation.reached_target
+
+    def ended_by_evaluation(self) -> bool:
+        """Whether an evaluation ended the run: it reached the target, or the caller's callback said so."""
+        return self.evaluation.ends_run
 
     def __enter__(self) -> "Run":
         return self
@@ -138,14 +142,14 @@ def _replay_gib(run: Run) -> float:
         return len(run.replay) / run.config.replay.capacity * run.replay.nbytes / 2**30
 
 
-def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None) -> list:
+def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None, on_evaluation) -> list:
     config, agent = run.config.run, run.agent
     sources = SummarySources(agent.counters, agent.actor, agent.learner, run.timer, run.driver, run.monitor,
                              run.writer, run.episodes, run.collector, run.checkpoint, lambda: _replay_gib(run),
                              lambda: run.evaluation.last_mean)
     run.evaluation = EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer,
                                     BestCheckpoint(run.run_dir / "checkpoints", agent.online), run.evaluations,
-                                    run.clock, config.target_return)
+                                    run.clock, config.target_return, on_evaluation)
     hooks = [SummaryHook(config.log_every, config.total_steps, sources, quiet), run.evaluation]
     if profile_steps:
         hooks.append(ProfilerHook(profile_steps, run.run_dir / "profile"))
@@ -177,9 +181,11 @@ def _make_evaluation_log_and_clock(run_dir: pathlib.Path, resumed_from: int | No
 
 
 def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, quiet: bool = True,
-              profile_steps: tuple[int, int] | None = None, started: float | None = None) -> Run:
+              profile_steps: tuple[int, int] | None = None, started: float | None = None,
+              on_evaluation=None) -> Run:
     """Make every part once, envs first (their spec shapes the rest); restore them when `resume`; the run
-    clock counts from `started` (Unix seconds: a command line's process start; None: now).
+    clock counts from `started` (Unix seconds: a command line's process start; None: now); `on_evaluation`:
+    `EvaluationHook`'s.
 
     Nothing is written before the replay is known to fit, nor before this process holds the run
     folder's lock (released last, by `close`). On any error what was made is closed."""
@@ -228,7 +234,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
                                        (episodes, evaluations), clock, last=resumed_from)
         run = Run(config, run_dir, spec, agent, replay, replay_lock, collector, driver, timer, monitor, writer,
                   episodes, evaluator, evaluations, clock, checkpoint, stop, resumed_from, closing)
-        run.hooks = _make_hooks(run, quiet, profile_steps)
+        run.hooks = _make_hooks(run, quiet, profile_steps, on_evaluation)
         run.start_counts = agent.counters.read()
         timer.restart()
         run.started = time.perf_counter()

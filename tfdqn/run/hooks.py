@@ -51,29 +51,41 @@ class EvaluationHook(PeriodicHook):
     discarded whole: the games that finish first are the short ones, whose returns are not the network's.
 
     `reached_target`: whether an evaluation's mean has reached `target` (`run.target_return`), which
-    ends the run; a resumed run reads it back from the rows it kept. `last_mean`: the newest evaluation's
-    mean return (None before the first), which the progress bar shows beside the exploration return."""
+    ends the run; a resumed run reads it back from the rows it kept. `on_evaluation` (the Python API's):
+    called with each evaluation's record; True ends the run as the target would (`ended_by_callback`).
+    `last_mean`: the newest evaluation's mean return (None before the first), which the progress bar
+    shows beside the exploration return."""
 
     phase = "eval"
     reads_weights = True
 
-    def __init__(self, period: int, evaluator, episodes: int, writer, best, log, clock, target: float):
+    def __init__(self, period: int, evaluator, episodes: int, writer, best, log, clock, target: float,
+                 on_evaluation: Callable[[dict], bool | None] | None = None):
         super().__init__(period, at_end=True)
         self._evaluator, self._episodes, self._writer, self._best = evaluator, episodes, writer, best
-        self._log, self._clock, self._target = log, clock, target
+        self._log, self._clock, self._target, self._on_evaluation = log, clock, target, on_evaluation
         means = [float(row.split(",")[2]) for row in log.rows]
         self.reached_target = any(mean >= target for mean in means)
+        self.ended_by_callback = False
         self.last_mean = means[-1] if means else None
+
+    @property
+    def ends_run(self) -> bool:
+        return self.reached_target or self.ended_by_callback
 
     def __call__(self, env_steps: int) -> None:
         returns = self._evaluator.evaluate(self._episodes, env_steps)
         if returns is not None:  # None: a stop signal cut it short
-            mean = float(np.mean(returns))
+            mean, seconds = float(np.mean(returns)), round(self._clock.seconds(), 3)
             self._writer.scalars(env_steps, {"charts/eval_return": mean})
-            self._log.write(env_steps, round(self._clock.seconds(), 3), mean, float(np.std(returns)))
+            self._log.write(env_steps, seconds, mean, float(np.std(returns)))
             self._best.offer(env_steps, returns)
             self.reached_target = self.reached_target or mean >= self._target
             self.last_mean = mean
+            if self._on_evaluation is not None:
+                record = {"env_steps": env_steps, "run_seconds": seconds, "return_mean": mean,
+                          "return_std": float(np.std(returns)), "returns": list(returns)}
+                self.ended_by_callback = self.ended_by_callback or self._on_evaluation(record) is True
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,11 +42,11 @@ def _save(run: Run, env_steps: int, unless_saved: bool = False) -> None:
 
 
 def run_loop(run: Run) -> int:
-    """Train until `run.total_steps` env steps, an evaluation that reaches `run.target_return`, or a
-    stop signal; returns the env step reached."""
+    """Train until `run.total_steps` env steps, an evaluation that reaches `run.target_return` (or that the
+    caller's `on_evaluation` ends the run on), or a stop signal; returns the env step reached."""
     total_steps = run.config.run.total_steps
     env_steps = run.start_counts[0]
-    while env_steps < total_steps and not run.stop.requested and not run.reached_target():
+    while env_steps < total_steps and not run.stop.requested and not run.ended_by_evaluation():
         before = env_steps
         try:
             transitions = run.collector.collect()
@@ -65,7 +65,7 @@ def run_loop(run: Run) -> int:
         run.agent.sync_acting_copy()  # act_device cpu: the actor's CPU copy takes the round's updates
         final = env_steps >= total_steps
         _run_due_hooks(run, before, env_steps, final)
-        if run.checkpoint.due(before, env_steps, final or run.reached_target()):
+        if run.checkpoint.due(before, env_steps, final or run.ended_by_evaluation()):
             _save(run, env_steps)
     if run.stop.requested:
         _save(run, env_steps, unless_saved=True)
@@ -97,7 +97,8 @@ def _end_training(run: Run, summary: dict) -> None:
 
 
 def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
-          profile_steps: tuple[int, int] | None = None, resume: bool = False, started: float | None = None) -> dict:
+          profile_steps: tuple[int, int] | None = None, resume: bool = False, started: float | None = None,
+          on_evaluation=None) -> dict:
     """Train to `config.run.total_steps` env steps or the target return; returns the summary also written
     to summary.json.
 
@@ -105,8 +106,9 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     that ends by itself evaluates and exports its product, the best-evaluated network where periodic
     evaluation ran (`summary.finish`); one that made no update has none, and its summary's `no_product`
     says why. The summary is written while the run still holds its folder's lock.
-    `started`: Unix seconds the run clock counts from (`build_run`)."""
-    with build_run(config, run_dir, resume, quiet, profile_steps, started) as run, run.stop:
+    `started`: Unix seconds the run clock counts from (`build_run`); `on_evaluation`: called with each
+    periodic evaluation's record, True ends the run (the summary's `ended_by_callback`)."""
+    with build_run(config, run_dir, resume, quiet, profile_steps, started, on_evaluation) as run, run.stop:
         env_steps = run_loop(run)
         summary = summarize(run, env_steps)
         _end_training(run, summary)

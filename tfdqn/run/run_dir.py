@@ -13,13 +13,18 @@ from tfdqn.run.lock import refuse_if_held
 from tfdqn.run.markers import complete_steps
 
 
+def default_run_name(config: config_lib.DQNConfig) -> str:
+    """The env, the seed and this second: `CartPole-s0-20261126-211645`."""
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{config.env.id.replace('/', '_')}-s{config.run.seed}-{stamp}"
+
+
 def choose_run_dir(logdir: str, run_name: str | None, config: config_lib.DQNConfig) -> pathlib.Path:
     """A new run folder's path (not created yet): an existing non-empty one is refused so no checkpoint
     is overwritten (naming the process that writes it, if one does), and the nearest existing parent
     must be a writable folder."""
     if run_name is None:
-        stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-        run_name = f"{config.env.id.replace('/', '_')}-s{config.run.seed}-{stamp}"
+        run_name = default_run_name(config)
     if not run_name or "/" in run_name or run_name in (".", ".."):
         raise UserError(f"--run-name {run_name!r} is not a folder name; allowed: a name without '/'")
     run_dir = pathlib.Path(logdir) / run_name
@@ -42,15 +47,17 @@ def make_run_dir(run_dir: pathlib.Path) -> None:
         raise UserError(f"run folder {run_dir} cannot be made ({error.strerror}); allowed: a writable folder") from None
 
 
-def load_run_config(run_dir: pathlib.Path, total_steps=None) -> config_lib.DQNConfig:
+def load_run_config(run_dir: pathlib.Path, total_steps=None, resume: str = "--resume",
+                    steps: str = "--total-steps") -> config_lib.DQNConfig:
     """A run folder's saved config, optionally extended to `total_steps` (a number or `--set`-style
-    text such as 1e5); refused without a checkpoint."""
+    text such as 1e5); refused without a checkpoint. `resume` and `steps` name the caller's own arguments
+    in its errors (the command line's flags, or the Python API's)."""
     if not (run_dir / "config.yaml").is_file():
-        raise UserError(f"--resume {str(run_dir)!r} is not a run folder (no config.yaml); allowed: a folder "
+        raise UserError(f"{resume} {str(run_dir)!r} is not a run folder (no config.yaml); allowed: a folder "
                         f"written by tfdqn.train")
     saved = complete_steps(run_dir / "checkpoints")
     if not saved:
-        raise UserError(f"--resume {str(run_dir)!r} holds no complete checkpoint; allowed: a run folder that "
+        raise UserError(f"{resume} {str(run_dir)!r} holds no complete checkpoint; allowed: a run folder that "
                         f"saved at least one checkpoint")
     overrides = {"run.total_steps": total_steps} if total_steps is not None else {}
     config = config_lib.build_config([run_dir / "config.yaml"], overrides)
@@ -58,8 +65,8 @@ def load_run_config(run_dir: pathlib.Path, total_steps=None) -> config_lib.DQNCo
     # one collect's steps - 1 past it; a smaller --total-steps would have ended the run before that checkpoint.
     least = saved[0] - config.steps_per_collect + 1
     if total_steps is not None and config.run.total_steps < least:
-        raise UserError(f"--total-steps {config.run.total_steps} is before the newest checkpoint (env step "
-                        f"{saved[0]}); allowed with --resume: --total-steps >= {least}")
+        raise UserError(f"{steps} {config.run.total_steps} is before the newest checkpoint (env step "
+                        f"{saved[0]}); allowed with {resume}: {steps} >= {least}")
     return config
 
 

@@ -44,6 +44,7 @@ def summarize(run, env_steps: int) -> dict:
         "run_seconds": round(run.clock.seconds(), 3),
         **({"target_return": run.config.run.target_return, "reached_target": run.reached_target()}
            if run.config.run.target_return != float("inf") else {}),
+        **({"ended_by_callback": True} if run.evaluation.ended_by_callback else {}),
         "env_steps_per_sec": round((env_steps - start_env_steps) / wall, 2),
         "updates_per_sec": round((updates - start_updates) / wall, 2),
         "learner_busy_share": round(sum(s["share_update"] for s in [shares, *learner_shares]), 4),
