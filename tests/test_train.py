@@ -1,6 +1,9 @@
 """End to end: `python -m tfdqn.train` and `python -m tfdqn.evaluate` as real subprocesses."""
 
 import json
+import shutil
+import subprocess
+import sys
 
 import pytest
 import yaml
@@ -132,3 +135,47 @@ def test_a_run_that_makes_no_update_says_so_and_exports_nothing(run_cmd, tmp_pat
     summary = json.loads((tmp_path / "idle" / "summary.json").read_text())
     assert summary["updates"] == 0 and summary["no_product"] == f"no update ran ({reason})"
     assert "final_eval_return_mean" not in summary and not (tmp_path / "idle" / "policy").exists()
+
+
+CORRIDOR = '''
+import gymnasium
+import numpy as np
+
+
+class Corridor(gymnasium.Env):
+    """Walk right along 5 cells for a reward of 1 (the tests' own env, registered on import)."""
+
+    observation_space = gymnasium.spaces.Box(0.0, 1.0, (1,), np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.cell = 0
+        return np.array([0.0], np.float32), {}
+
+    def step(self, action):
+        self.cell = max(0, self.cell + (1 if action == 1 else -1))
+        done = self.cell == 4
+        return np.array([self.cell / 4], np.float32), float(done), done, False, {}
+
+
+gymnasium.register("Corridor-v0", entry_point=Corridor, max_episode_steps=20)
+'''
+
+
+def test_a_run_on_an_env_a_script_registered_evaluates_with_import(tmp_path):
+    """Trained through the Python API on an env its script registered; `tfdqn evaluate` (the installed command,
+    whose own path lacks the working folder) finds the env with --import, and without it says how."""
+    (tmp_path / "corridor_env.py").write_text(CORRIDOR)
+    script = ("import corridor_env, tfdqn; tfdqn.train(tfdqn.DQNConfig.for_env('Corridor-v0', {'run.total_steps': 400, "
+              "'run.learning_starts': 200, 'run.eval_every': 0, 'run.final_eval_episodes': 1}), run_dir='run', quiet=True)")
+    trained = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert trained.returncode == 0, trained.stderr
+    command = [shutil.which("tfdqn"), "evaluate", "run", "--episodes", "2"]
+    refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert refused.returncode == 2 and "unknown env 'Corridor-v0'" in refused.stderr
+    assert "your own env as module:EnvId" in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    played = subprocess.run([*command, "--import", "corridor_env"], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=300)
+    assert played.returncode == 0, played.stderr
+    assert json.loads(played.stdout.strip().splitlines()[-1])["episodes"] == 2

@@ -1,5 +1,5 @@
 """Command line: `python -m tfdqn.evaluate RUN_DIR|POLICY_DIR [--checkpoint latest|best|STEP] [--episodes N]
-[--epsilon E] [--video FILE.mp4]`."""
+[--epsilon E] [--video FILE.mp4] [--import MODULE]`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.envs.names import import_user_module
 from tfdqn.errors import UserError
 from tfdqn.sources import find_source
 
@@ -30,6 +31,10 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         help="random-action probability (default: the run's exploration.eval_epsilon)")
     parser.add_argument("--seed", type=number(int), default=12345, metavar="S", help="seed of the evaluation env and actor")
     parser.add_argument("--video", metavar="FILE.mp4", help="record the first episode to this MP4 file")
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first (repeatable; the working folder is searched first): a module "
+                             "that registers the run's env with gymnasium, as a script that trained through the "
+                             "Python API on its own env did")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
 
@@ -42,6 +47,8 @@ def _main(args: argparse.Namespace) -> int:
         raise UserError(f"--epsilon {args.epsilon} is out of range; allowed: a probability in [0, 1]")
     if args.video and not args.video.endswith(".mp4"):
         raise UserError(f"--video {args.video!r} is not an .mp4 path; allowed: FILE.mp4")
+    for module in args.imports:
+        import_user_module(module, "--import", "a module that registers the run's env, importable from here")
     config = config_lib.build_config([source.config_file], {"run.seed": args.seed})
     epsilon = config.exploration.eval_epsilon if args.epsilon is None else args.epsilon
 

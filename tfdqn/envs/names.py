@@ -9,7 +9,9 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import os
 import re
+import sys
 
 import ale_py
 import gymnasium
@@ -87,6 +89,17 @@ def implied_settings(name: str) -> dict:
     return implied
 
 
+def import_user_module(module: str, what: str, allowed: str) -> None:
+    """Import a user's `module` as `python -m` finds it: the working folder first, which the `tfdqn` command's
+    own path lacks (it stays on sys.path, for the module's own imports); one line naming `what` if it fails."""
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(module)
+    except ImportError as error:
+        raise UserError(f"{what} {module!r} cannot be imported ({error}); allowed: {allowed}") from None
+
+
 def resolve_env_id(name: str) -> str:
     """A short name, ALE game name or gymnasium id to a registered gymnasium id.
 
@@ -98,11 +111,8 @@ def resolve_env_id(name: str) -> str:
     text = str(name).strip()
     if ":" in text:
         module, _, text = text.partition(":")
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise UserError(f"env {name!r}: module {module!r} cannot be imported ({error}); allowed: "
-                            f"module:EnvId with an importable module that registers EnvId") from None
+        import_user_module(module, f"env {name!r}: module", "module:EnvId with an importable module that "
+                                                            "registers EnvId")
     ids_lower, ale_ids, newest, game_names, short_names = _name_tables()
     if text in gymnasium.registry:
         return text
