@@ -63,3 +63,17 @@ def cartpole_run(tmp_path_factory):
     result = train_in_process(*TINY, "--seed", "3", "--logdir", str(logdir), "--run-name", "a")
     assert result.returncode == 0, result.stderr
     return logdir / "a", result
+
+
+# A short Breakout run with learning (a Nature CNN's weights past their initial ones), for the exports' tests.
+BREAKOUT_SHORT = {"run.total_steps": 300, "run.learning_starts": 100, "replay.capacity": 1000, "run.log_every": 300,
+                  "run.final_eval_episodes": 1, "env.max_episode_frames": 2000}
+
+
+@pytest.fixture(scope="session")
+def breakout_run(tmp_path_factory):
+    import tfdqn
+
+    run_dir = tmp_path_factory.mktemp("breakout") / "run"
+    tfdqn.train(tfdqn.DQNConfig.for_env("Breakout", BREAKOUT_SHORT), run_dir, quiet=True)
+    return run_dir

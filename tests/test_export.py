@@ -21,8 +21,6 @@ from tfdqn.envs.make import make_env
 from tfdqn.export import main as export_main
 from tfdqn.run.checkpoint import restore_online
 
-BREAKOUT = {"run.total_steps": 300, "run.learning_starts": 100, "replay.capacity": 1000, "run.log_every": 300,
-            "run.final_eval_episodes": 1, "env.max_episode_frames": 2000}
 
 # Runs after the README's plain-TensorFlow example, in a process without tfdqn: TensorFlow loads each
 # SavedModel, then Keras each .keras network, which needs tfdqn's layer registered.
@@ -43,13 +41,6 @@ for folder in folders:
     network = keras.models.load_model(folder + "/network.keras")
     np.save(folder + ".keras.npy", network(np.load(folder + ".npy")).numpy())
 """
-
-
-@pytest.fixture(scope="module")
-def breakout_run(tmp_path_factory):
-    run_dir = tmp_path_factory.mktemp("breakout") / "run"
-    tfdqn.train(tfdqn.DQNConfig.for_env("Breakout", BREAKOUT), run_dir, quiet=True)
-    return run_dir
 
 
 def _breakout_stacks(config) -> np.ndarray:

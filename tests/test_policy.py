@@ -70,10 +70,13 @@ def test_for_env_is_the_config_the_command_line_runs():
 
 
 @pytest.mark.slow
-def test_the_readme_python_api_example_runs_as_written(tmp_path):
-    [example] = readme_blocks("Python API", "python")
-    result = _python(example, tmp_path)
-    assert result.returncode == 0, result.stderr
-    final, game = re.fullmatch(r"final evaluation (\S+), this game (\d+)", result.stdout.splitlines()[-1]).groups()
-    assert (tmp_path / "runs" / "api-example" / "policy" / "saved_model.pb").is_file()
-    assert 1 <= int(game) <= 500 and 1 <= float(final) <= 500
+def test_the_readme_python_api_example_runs_as_written_and_again(tmp_path):
+    """Twice in one folder (a second run gets its own folder), the second time with the callback example."""
+    example, callback = readme_blocks("Python API", "python")
+    for code in (example, f"{example}\n{callback}"):
+        result = _python(code, tmp_path)
+        assert result.returncode == 0, result.stderr
+        final, game = re.search(r"^final evaluation (\S+), this game (\d+)$", result.stdout, re.MULTILINE).groups()
+        assert 1 <= int(game) <= 500 and 1 <= float(final) <= 500
+    runs = sorted((tmp_path / "runs").iterdir())
+    assert len(runs) == 3 and all((run / "policy" / "saved_model.pb").is_file() for run in runs)

@@ -4,7 +4,7 @@ The Python API, imported on first use so that `import tfdqn` does not start Tens
 
     DQNConfig    a run's configuration; DQNConfig.for_env("CartPole", {"run.total_steps": 3000})
     train        train(config) trains in this process and returns the run's summary
-    load_policy  load_policy(run_or_policy_folder) acts on NumPy observations
+    load_policy  load_policy(run_or_policy_folder_or_tflite) acts on NumPy observations
 
 `tfdqn.train` is the function; the command line is `python -m tfdqn.train`.
 """
@@ -45,6 +45,19 @@ def train(config=None, run_dir=None, logdir: str = "runs", quiet: bool = False, 
     return {"run_dir": str(run_dir), **summary}
 
 
+def load_policy(path, checkpoint="latest", seed=None):
+    """The policy of a run folder (its checkpoint "latest", "best" or an env step), of a policy folder
+    (its SavedModel), or of a `.tflite` file `tfdqn export --format litert` wrote, which runs on LiteRT
+    without importing TensorFlow; `act(observations, epsilon=0.0)` and `q_values(observations)` take NumPy."""
+    if str(path).endswith(".tflite"):
+        from tfdqn.litert_policy import load_litert_policy
+
+        return load_litert_policy(path, seed)
+    from tfdqn.policy import load_policy as load_saved_policy
+
+    return load_saved_policy(path, checkpoint, seed)
+
+
 # `import tfdqn.train` (the command's module) rebinds the name `tfdqn.train` to that module, which calls this
 _train_function = train
 
@@ -54,8 +67,4 @@ def __getattr__(name: str):
         from tfdqn.config import DQNConfig
 
         return DQNConfig
-    if name == "load_policy":
-        from tfdqn.policy import load_policy
-
-        return load_policy
     raise AttributeError(f"module 'tfdqn' has no attribute {name!r}")

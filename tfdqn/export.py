@@ -1,4 +1,5 @@
-"""Command line: `python -m tfdqn.export RUN_DIR [--checkpoint latest|best|STEP] [--out DIR]`."""
+"""Command line: `python -m tfdqn.export RUN_DIR [--checkpoint latest|best|STEP] [--out DIR] [--format litert
+[--quantize int8]]`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import json
 import pathlib
 import sys
 
-from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.errors import UserError
+from tfdqn.extras import require
+from tfdqn.litert_policy import QUANTIZE
 from tfdqn.sources import find_source
 
 
@@ -25,18 +29,34 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--out", metavar="DIR",
                         help="policy folder to write or replace (default: RUN_DIR/policy for latest, else "
                              "RUN_DIR/policy-best or RUN_DIR/policy-STEP)")
+    parser.add_argument("--format", choices=["savedmodel", "litert"], default="savedmodel",
+                        help="savedmodel (default), or litert: also policy.tflite for the LiteRT runtime, with its "
+                             "parity against the network in policy.json (needs pip install \"tfdqn[litert]\")")
+    parser.add_argument("--quantize", choices=QUANTIZE, default="none",
+                        help="with --format litert: int8 also writes policy-int8.tflite, weights and activations "
+                             "quantized on observations from play")
+    parser.add_argument("--observations", type=number(int), default=1000, metavar="N",
+                        help="with --format litert: observations from play the parity is measured on (default 1000)")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
 
 
 def _main(args: argparse.Namespace) -> int:
     source = find_source(args.run_dir, args.checkpoint, policies=False)
+    if args.format != "litert" and args.quantize != "none":
+        raise UserError(f"--quantize {args.quantize} needs --format litert; allowed: --format litert --quantize "
+                        f"{args.quantize}, or no --quantize")
+    if args.observations < 1:
+        raise UserError(f"--observations {args.observations} is out of range; allowed: an integer >= 1")
+    if args.format == "litert":
+        require("litert", "--format litert", instead="--format savedmodel")
     start_tensorflow()
     from tfdqn.policy import default_policy_dir, export_policy, restore_network
 
     out = pathlib.Path(args.out) if args.out else default_policy_dir(source.path, source.checkpoint)
     config, spec, network, env_steps = restore_network(source)
-    report = export_policy(network, config, spec, out, source.path, source.checkpoint, env_steps)
+    litert = (args.quantize, args.observations) if args.format == "litert" else None
+    report = export_policy(network, config, spec, out, source.path, source.checkpoint, env_steps, litert)
     print(json.dumps({"run_dir": str(source.path), "checkpoint": source.checkpoint, "env_steps": env_steps,
                       **report}))
     return 0

@@ -9,7 +9,7 @@ from tfdqn.errors import UserError
 
 # extra -> the modules tfdqn imports from it (setup.cfg's extras_require lists the packages)
 EXTRAS = {"bench": ("matplotlib", "rliable"), "tune": ("optuna", "matplotlib"), "ray": ("ray",),
-          "wandb": ("wandb",), "box2d": ("Box2D",)}
+          "wandb": ("wandb",), "box2d": ("Box2D",), "litert": ("ai_edge_litert",)}
 
 
 def missing(extra: str, modules: tuple[str, ...] | None = None) -> str | None:

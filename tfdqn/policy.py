@@ -13,6 +13,10 @@ A distributional head (C51, QR-DQN) exports its expected Q as `q_values`, and no
 weights, so the signature is the same for every head.
   config.yaml, policy.json     the run's config (its env settings) and what the SavedModel takes and
                                which checkpoint it came from
+  policy.tflite                with `tfdqn export --format litert`: the same signature for LiteRT (builtin
+                               ops only; `policy-int8.tflite` too with --quantize int8), which
+                               `load_policy` runs without TensorFlow; policy.json's `litert` reports how
+                               its actions and Q-values match the network's on observations from play
 The network always computes in float32, also for a run trained with mixed precision, so the folder runs
 on any device; such a run's bfloat16 actor may then break near-ties differently.
 """
@@ -36,6 +40,8 @@ from tfdqn.agent.networks import make_network
 from tfdqn.atomic import write_json
 from tfdqn.envs.make import EnvSpec, make_env
 from tfdqn.errors import RunFailure, UserError
+from tfdqn.litert_export import write_litert
+from tfdqn.numpy_policy import NumpyPolicy
 from tfdqn.run.checkpoint import restore_online, write_failure
 from tfdqn.sources import POLICY_FILE, Source, find_source
 
@@ -93,9 +99,12 @@ def serving_function(network: keras.Model, spec: EnvSpec) -> tf.types.experiment
 
 
 def export_policy(network: keras.Model, config: config_lib.DQNConfig, spec: EnvSpec, out: pathlib.Path,
-                  run_dir: pathlib.Path, checkpoint: str | int, env_steps: int) -> dict:
+                  run_dir: pathlib.Path, checkpoint: str | int, env_steps: int,
+                  litert: tuple[str, int] | None = None) -> dict:
     """Write the policy folder `out` for `network`'s weights (the module docstring lists its files);
-    returns {"policy_dir", "export_seconds", "export_bytes"}.
+    returns {"policy_dir", "export_seconds", "export_bytes"} (and "litert", its parity report, where asked).
+    `litert` = (quantize, observations): also policy.tflite, and policy-int8.tflite for "int8", checked on
+    that many observations from play (`litert_export`).
 
     The folder is built beside `out` and renamed into place, so a reader finds the previous folder or
     the new one whole, never a part; an existing `out` that is not a policy folder is refused, never
@@ -111,15 +120,21 @@ def export_policy(network: keras.Model, config: config_lib.DQNConfig, spec: EnvS
         portable = build_network(config, spec)
         portable.set_weights(network.get_weights())
         module = tf.Module()
-        module.network = portable  # the SavedModel's variables
+        module.network = portable
+        # The SavedModel's variables, held as TensorFlow's own: TensorFlow's LiteRT converter freezes only those it
+        # finds on the saved object, and finds none inside a Keras 3 model (it then reads NaN Q-values)
+        module.network_variables = [weight.value for weight in portable.weights]
         tf.saved_model.save(module, str(build), signatures={"serving_default": serving_function(portable, spec)})
         portable.save(build / KERAS_FILE)
         config_lib.save(config, build / "config.yaml")
+        lite = {} if litert is None else {"litert": write_litert(build, serving_function(portable, spec), portable,
+                                                                   config, spec, *litert, seed=config.run.seed)}
         write_json(build / POLICY_FILE, {
             "env_id": spec.env_id, "observation_shape": list(spec.observation_shape),
             "observation_dtype": np.dtype(spec.frame_dtype).name, "num_actions": spec.num_actions,
             "action_meanings": list(spec.action_meanings) if spec.action_meanings else None,
-            "run_dir": str(run_dir), "checkpoint": checkpoint, "env_steps": env_steps, "tfdqn_version": __version__})
+            "run_dir": str(run_dir), "checkpoint": checkpoint, "env_steps": env_steps, "tfdqn_version": __version__,
+            **lite})
         _replace_folder(build, out)
     except (OSError, tf.errors.OpError) as error:
         shutil.rmtree(build, ignore_errors=True)
@@ -129,7 +144,8 @@ def export_policy(network: keras.Model, config: config_lib.DQNConfig, spec: EnvS
         shutil.rmtree(build, ignore_errors=True)
         raise
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
-    return {"policy_dir": str(out), "export_seconds": round(time.perf_counter() - started, 3), "export_bytes": size}
+    return {"policy_dir": str(out), "export_seconds": round(time.perf_counter() - started, 3), "export_bytes": size,
+            **lite}
 
 
 def _replace_folder(build: pathlib.Path, out: pathlib.Path) -> None:
@@ -151,45 +167,18 @@ def _replace_folder(build: pathlib.Path, out: pathlib.Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
-class Policy:
-    """Greedy or epsilon-greedy actions and Q-values of a trained network, NumPy in and NumPy out.
-
-    `observations` is one observation of `observation_shape` or a batch of them, as `tfdqn.envs`
-    makes them (Atari: uint8 stacks [4, 84, 84], oldest frame first); one observation gives a scalar
-    action and a vector of Q-values, a batch gives arrays. Random actions (epsilon > 0) come from a
-    NumPy generator seeded with `seed`."""
+class Policy(NumpyPolicy):
+    """A SavedModel's signature (or a run's network through the same serving graph) as a `NumpyPolicy`."""
 
     def __init__(self, function, holder, env_id: str, env_steps: int, seed: int | None = None):
         self._function = function  # a concrete function: observation -> {"action", "q_values"}
         self._holder = holder  # owns the function's variables, which must live as long as it is called
         spec = tf.nest.flatten(function.structured_input_signature)[0]  # its one input, `observation`
-        self.observation_shape = tuple(spec.shape[1:])
-        self.observation_dtype = np.dtype(spec.dtype.as_numpy_dtype)
-        self.num_actions = int(function.structured_outputs["q_values"].shape[-1])
-        self.env_id, self.env_steps = env_id, env_steps
-        self._rng = np.random.default_rng(seed)
+        super().__init__(tuple(spec.shape[1:]), spec.dtype.as_numpy_dtype,
+                         int(function.structured_outputs["q_values"].shape[-1]), env_id, env_steps, seed)
 
-    def q_values(self, observations) -> np.ndarray:
-        return self._call(observations)["q_values"]
-
-    def act(self, observations, epsilon: float = 0.0):
-        actions = self._call(observations)["action"]
-        if epsilon > 0:
-            explore = self._rng.random(np.shape(actions)) < epsilon
-            actions = np.where(explore, self._rng.integers(self.num_actions, size=np.shape(actions)), actions)
-            actions = actions.astype(np.int32)[()]
-        return actions
-
-    def _call(self, observations) -> dict:
-        batch = np.asarray(observations)
-        single = batch.shape == self.observation_shape
-        batch = batch[None] if single else batch
-        if batch.shape[1:] != self.observation_shape:
-            dims = ", ".join(map(str, self.observation_shape))
-            raise ValueError(f"observations of shape {np.shape(observations)} do not fit this policy; allowed: "
-                             f"({dims}) or (batch, {dims})")
-        outputs = self._function(observation=tf.constant(batch.astype(self.observation_dtype, casting="same_kind")))
-        return {name: value.numpy()[0] if single else value.numpy() for name, value in outputs.items()}
+    def _outputs(self, batch: np.ndarray) -> dict:
+        return {name: value.numpy() for name, value in self._function(observation=tf.constant(batch)).items()}
 
 
 def load_policy(path, checkpoint: str | int = "latest", seed: int | None = None) -> Policy:

@@ -1,0 +1,90 @@
+"""LiteRT export: the serving graph converted to builtin ops only, float32 matching the network and int8
+reported as it is; a CartPole product as a .tflite plays CartPole in a process that never imports
+TensorFlow; the command line's one-line refusals."""
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+
+import tfdqn
+from tests.conftest import REPO
+from tfdqn.export import main as export_main
+
+PLAY = """
+import sys
+import gymnasium
+import tfdqn
+
+policy = tfdqn.load_policy(sys.argv[1])
+env = gymnasium.make("CartPole-v1")
+returns = []
+for game in range(5):
+    observation, _ = env.reset(seed=game)
+    done, total = False, 0.0
+    while not done:
+        observation, reward, terminated, truncated, _ = env.step(int(policy.act(observation)))
+        total, done = total + reward, terminated or truncated
+    returns.append(total)
+print(returns, "tensorflow" in sys.modules, policy.env_id, policy.observation_shape)
+"""
+
+
+@pytest.mark.slow
+def test_a_breakout_policy_converts_to_builtin_ops_float32_as_the_network_and_int8_smaller(breakout_run, tmp_path):
+    out = tmp_path / "policy"
+    assert export_main([str(breakout_run), "--format", "litert", "--quantize", "int8", "--observations", "200",
+                        "--out", str(out)]) == 0
+    report = json.loads((out / "policy.json").read_text())["litert"]
+    assert report["float32"]["observations"] == 200 and report["float32"]["action_agreement"] == 1.0
+    assert report["float32"]["max_abs_q_difference"] < 1e-4
+    for kind, name in (("float32", "policy.tflite"), ("int8", "policy-int8.tflite")):
+        model = (out / name).read_bytes()
+        assert report[kind]["bytes"] == len(model) and b"Flex" not in model  # builtin ops only
+    assert report["int8"]["bytes"] < report["float32"]["bytes"] / 3
+    assert 0.0 <= report["int8"]["action_agreement"] <= 1.0  # as measured: docs/deployment.md gives Breakout's
+
+
+@pytest.mark.slow
+def test_a_cartpole_product_as_litert_plays_cartpole_without_tensorflow(tmp_path):
+    config = tfdqn.DQNConfig.for_env("CartPole", {"run.total_steps": 3000, "run.learning_starts": 500,
+                                                  "run.eval_every": 0, "run.final_eval_episodes": 5})
+    summary = tfdqn.train(config, run_dir=tmp_path / "run", quiet=True)
+    assert summary["final_eval_return_mean"] >= 475  # the product, as its own final evaluation played it
+    assert export_main([str(tmp_path / "run"), "--format", "litert", "--observations", "300"]) == 0
+    played = subprocess.run([sys.executable, "-c", PLAY, str(tmp_path / "run" / "policy" / "policy.tflite")],
+                            cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert played.returncode == 0, played.stderr
+    returns, tensorflow, env_id, shape = played.stdout.strip().splitlines()[-1].rsplit(" ", 3)
+    assert min(ast.literal_eval(returns)) >= 475 and tensorflow == "False" and env_id == "CartPole-v1" and shape == "(4,)"
+
+
+@pytest.mark.parametrize("flags, needle", [
+    (["--quantize", "int8"], "--quantize int8 needs --format litert; allowed: --format litert --quantize int8, or "
+                             "no --quantize"),
+    (["--format", "litert", "--observations", "0"], "--observations 0 is out of range; allowed: an integer >= 1"),
+])
+def test_litert_flags_out_of_place_are_one_line_errors(tmp_path, flags, needle, capsys):
+    (tmp_path / "config.yaml").write_text("env: {id: CartPole}\n")
+    (tmp_path / "checkpoints").mkdir()
+    assert export_main([str(tmp_path), *flags]) == 2
+    assert needle in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_tensorflows_own_converter_reads_the_exported_saved_model(breakout_run):
+    """The SavedModel holds its variables as TensorFlow's, so `from_saved_model` converts them (handed a Keras 3
+    model's, it froze none and gave NaN Q-values)."""
+    import numpy as np
+    import tensorflow as tf
+    from ai_edge_litert.interpreter import Interpreter
+
+    policy = breakout_run / "policy"
+    model = tf.lite.TFLiteConverter.from_saved_model(str(policy)).convert()
+    observations = np.random.default_rng(0).integers(0, 256, (4, 4, 84, 84), dtype=np.uint8)
+    converted = Interpreter(model_content=model).get_signature_runner("serving_default")(observation=observations)
+    saved = tf.saved_model.load(str(policy)).signatures["serving_default"](observation=tf.constant(observations))
+    np.testing.assert_allclose(converted["q_values"], saved["q_values"].numpy(), atol=1e-4)
+    np.testing.assert_array_equal(converted["action"], saved["action"].numpy())

@@ -1,0 +1,97 @@
+"""A policy for LiteRT: the serving graph (observation -> greedy action, Q-values) converted with TensorFlow's
+LiteRT converter to builtin ops only (no Flex ops, which the LiteRT runtime lacks), in float32 and, on
+request, int8 (weights and activations quantized on observations from real play), each checked against
+the float32 Keras network on other observations from real play: how often the greedy actions agree and the
+largest Q-value difference (`policy.json`'s `litert`)."""
+
+from __future__ import annotations
+
+import pathlib
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from tfdqn import config as config_lib
+from tfdqn.envs.make import EnvSpec, make_env
+from tfdqn.errors import UserError
+from tfdqn.litert_policy import LITERT_FILES, QUANTIZE, LiteRTPolicy
+from tfdqn.replay.frame_stack import FrameStack
+
+PLAY_EPSILON = 0.1  # random actions while collecting observations, so they cover more than one trajectory
+
+
+def play_observations(config: config_lib.DQNConfig, spec: EnvSpec, network: keras.Model, count: int,
+                      seed: int) -> np.ndarray:
+    """[count, *observation_shape] network inputs met by playing the env with `network`'s greedy action
+    (a random one with probability PLAY_EPSILON), as the actor stacks them."""
+    env, _ = make_env(config.env, seed=seed)
+    rng = np.random.default_rng(seed)
+    stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
+    observations = np.empty((count, *spec.observation_shape), spec.frame_dtype)
+    try:
+        frame, _ = env.reset(seed=seed)
+        stack.reset(0, frame)
+        for i in range(count):
+            observations[i] = stack.observation[0]
+            greedy = int(np.argmax(network(observations[i:i + 1], training=False)[0]))
+            action = int(rng.integers(spec.num_actions)) if rng.random() < PLAY_EPSILON else greedy
+            frame, _, terminated, truncated, _ = env.step(action)
+            if terminated or truncated:
+                frame, _ = env.reset()
+                stack.reset(0, frame)
+            else:
+                stack.push(frame[None])
+    finally:
+        env.close()
+    return observations
+
+
+def convert(serve: tf.types.experimental.GenericFunction, network: keras.Model, quantize: str = "none",
+            representative: np.ndarray | None = None) -> bytes:
+    """`serve` (policy.serving_function of `network`) as a LiteRT flatbuffer of builtin ops only; int8
+    calibrates its activations on `representative` observations. The converter freezes the variables it finds
+    on the object it is given: handed the Keras model, it finds none of Keras 3's and leaves READ_VARIABLE
+    ops that fail at run time, so it is handed the network's TensorFlow variables themselves."""
+    holder = tf.Module()
+    holder.network_variables = [weight.value for weight in network.weights]
+    converter = tf.lite.TFLiteConverter.from_concrete_functions([serve.get_concrete_function()], holder)
+    converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+    if quantize == "int8":
+        converter.optimizations = [tf.lite.Optimize.DEFAULT]
+        converter.representative_dataset = lambda: ([observation[None]] for observation in representative)
+    try:
+        return converter.convert()
+    except Exception as error:  # the converter raises its own types; its first line says what failed
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise UserError(f"the policy cannot be converted to LiteRT with builtin ops only: {first_line}; allowed: "
+                        f"--format savedmodel") from None
+
+
+def parity(model: bytes, network: keras.Model, observations: np.ndarray) -> dict:
+    """How the LiteRT model's greedy actions and Q-values match the float32 network's on `observations`."""
+    theirs = LiteRTPolicy(model, "", 0)
+    ours = np.concatenate([network(part, training=False).numpy() for part in np.array_split(observations, 100)
+                           if len(part)])
+    q_values = theirs.q_values(observations)
+    return {"observations": len(observations),
+            "action_agreement": float(np.mean(q_values.argmax(-1) == ours.argmax(-1))),
+            "max_abs_q_difference": float(np.max(np.abs(q_values - ours))),
+            "q_range": [float(ours.min()), float(ours.max())]}
+
+
+def write_litert(build: pathlib.Path, serve, network: keras.Model, config: config_lib.DQNConfig, spec: EnvSpec,
+                 quantize: str, observations: int, seed: int) -> dict:
+    """policy.tflite (and policy-int8.tflite where asked) in the policy folder being built, with their
+    parity report: calibration and parity observations come from two plays with different seeds."""
+    if quantize not in QUANTIZE:
+        raise UserError(f"--quantize {quantize!r}; allowed: {', '.join(QUANTIZE)}")
+    checked = play_observations(config, spec, network, observations, seed)
+    report = {}
+    for kind in ("float32", *(["int8"] if quantize == "int8" else [])):
+        calibration = play_observations(config, spec, network, min(observations, 500), seed + 1) \
+            if kind == "int8" else None
+        model = convert(serve, network, "int8" if kind == "int8" else "none", calibration)
+        (build / LITERT_FILES[kind]).write_bytes(model)
+        report[kind] = {"file": LITERT_FILES[kind], "bytes": len(model), **parity(model, network, checked)}
+    return {"play_seed": seed, "play_epsilon": PLAY_EPSILON, **report}
