@@ -47,15 +47,16 @@ def test_every_frame_decodes_to_its_bytes_and_game_frames_shrink(breakout_frames
 
 
 # An 84x84 frame (a bar of 144 on rows 40-43, columns 10-73; row 80 counting 0..83) as python-lz4 4.4's
-# lz4.block.compress(frame, store_size=False) coded it: tfdqn's lz4 codes before it decoded through cramjam.
+# lz4.block.compress(frame, store_size=False) coded it, fixed here: codes a checkpoint holds must decode through
+# cramjam, whatever the encoder's version makes of the frame now.
 PYTHON_LZ4_CODE = bytes.fromhex(
     "1f000100ffffffffffffffffffffffffff231f9001002c0f690d010f53002c0f5400aa0f0200ffffffffffffffffffffffbfff44"
     "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f202122232425262728292a2b2c2d2e2f3031323334"
     "35363738393a3b3c3d3e3f404142434445464748494a4b4c4d4e4f505152531b0ce4500000000000")
 
 
-def test_lz4_codes_written_before_cramjam_decode_to_their_frame():
-    """A checkpoint's saved codes are restored as they are, so lz4 blocks of the earlier encoder must decode."""
+def test_saved_lz4_codes_decode_to_their_frame():
+    """A checkpoint's saved codes are restored as they are, so lz4 blocks written before must decode."""
     frame = np.zeros((84, 84), np.uint8)
     frame[40:44, 10:74] = 144
     frame[80] = np.arange(84)

@@ -44,23 +44,26 @@ class Zstd:
 
 
 class Lz4:
-    """LZ4's block format without a size prefix (the frame's size is known), through cramjam, which decodes a
-    block straight into the caller's buffer: the fastest to decode, larger codes than zstd's."""
+    """LZ4's block format without a size prefix (the frame's size is known): the fastest to decode, larger
+    codes than zstd's. python-lz4 (the reference liblz4) encodes: cramjam's encoder left MsPacman's frames 9%
+    larger (2,043 against 1,859 bytes); cramjam decodes, straight into the caller's buffer, which python-lz4
+    cannot."""
 
     name = "lz4"
 
     def __init__(self, frame_bytes: int):
         import cramjam
+        import lz4.block
 
-        self._lz4 = cramjam.lz4
+        self._compress, self._decompress_into = lz4.block.compress, cramjam.lz4.decompress_block_into
         self._frame_bytes = frame_bytes
 
     def encode(self, frame: np.ndarray) -> bytes:
-        return bytes(self._lz4.compress_block(np.ascontiguousarray(frame), store_size=False))
+        return self._compress(np.ascontiguousarray(frame), store_size=False)
 
     def decode_into(self, code: bytes, out: np.ndarray) -> None:
         """`code` decoded into `out`, a C-contiguous uint8 array of the frame's bytes."""
-        written = self._lz4.decompress_block_into(code, out)
+        written = self._decompress_into(code, out)
         if written != self._frame_bytes:
             raise ValueError(f"an lz4 code decoded to {written} bytes; allowed: a frame's {self._frame_bytes}")
 
