@@ -120,9 +120,9 @@ def export_policy(network: keras.Model, config: config_lib.DQNConfig, spec: EnvS
         portable = build_network(config, spec)
         portable.set_weights(network.get_weights())
         module = tf.Module()
-        module.network = portable
-        # The SavedModel's variables, held as TensorFlow's own: TensorFlow's LiteRT converter freezes only those it
-        # finds on the saved object, and finds none inside a Keras 3 model (it then reads NaN Q-values)
+        # The SavedModel's variables, held as TensorFlow's own, not through the Keras model: TensorFlow's LiteRT
+        # converter freezes only those it finds, and finds none inside a Keras 3 model (it then read NaN
+        # Q-values); holding both would save every weight twice
         module.network_variables = [weight.value for weight in portable.weights]
         tf.saved_model.save(module, str(build), signatures={"serving_default": serving_function(portable, spec)})
         portable.save(build / KERAS_FILE)

@@ -15,7 +15,11 @@ Figures are steady-state: the per-window perf/ TensorBoard scalars of the summar
 at or after learning_starts, less the first --warmup-windows. `speedup` is env steps/s over the same
 kind's smallest actor count in this invocation. First, `pipe` times one real chunk of an actor's play
 through a pipe between two spawned processes (the process collector's transport), raw and with each
---chunk-compression codec, with its pickled bytes per transition. `loop_wait_share` is the share of the learner loop's
+--chunk-compression codec, with its pickled bytes per transition; where `ray` is among --kinds, `ray_object`
+gives the same chunks as a Ray actor's return value: the object's size as Ray reports it
+(`ray.experimental.get_object_locations`), whether it went to the shared-memory object store or, under Ray's
+100 KB limit for direct returns, inline in the reply, and the round trip of `ray.get`. `--chunks-only` stops
+there. `loop_wait_share` is the share of the learner loop's
 time spent waiting for transitions (for actors, or in async mode for the learner thread): where it is
 near 0 the learner is the limit. `policy_lag_updates` and `epsilon_lag_steps` (actors only): how old the
 actors' weights and epsilon clock were when the learner took their chunks.
@@ -72,6 +76,8 @@ def build_parser() -> OneLineErrorParser:
     parser.add_argument("--chunk-compression", nargs="*", default=["zstd"], metavar="CODEC",
                         help="replay.compression values whose actor chunks `pipe` also times (default zstd; "
                              "none and the runs' own are always timed)")
+    parser.add_argument("--chunks-only", action="store_true",
+                        help="measure one chunk's transport (pipe, and Ray's object store with --kinds ray) and stop")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="any config key for every run, e.g. run.training_interval=4")
     parser.add_argument("--out", metavar="FILE.json", help="write every measurement here")
@@ -188,6 +194,42 @@ def pipe_cost(chunk, rounds: int = 200) -> dict:
             "learner_cpu_ms": round(cpu * 1e3, 3), "megabytes_per_sec": round(nbytes / wall / 1e6, 1)}
 
 
+def _chunk_source(chunk):
+    """A Ray actor stand-in for `ray_object_cost`: returns the same chunk on every call, as `collect` would."""
+    class ChunkSource:
+        def get(self):
+            return chunk
+
+    return ChunkSource
+
+
+def ray_object_cost(chunks: dict, rounds: int = 50) -> dict:
+    """Per codec, one chunk returned by a Ray actor (as `RayActorCollector` receives `collect`'s chunks): the
+    object's size in Ray, where it lives (the object store, or inline in the reply), and the mean round trip
+    of a call and `ray.get`."""
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    try:
+        costs = {}
+        for codec, chunk in chunks.items():
+            source = ray.remote(_chunk_source(chunk)).remote()
+            ray.get(source.get.remote())  # the actor has started
+            started = time.perf_counter()
+            for _ in range(rounds):
+                ref = source.get.remote()
+                ray.get(ref)
+            wall = (time.perf_counter() - started) / rounds
+            location = ray.experimental.get_object_locations([ref])[ref]
+            costs[codec] = {"object_bytes": location["object_size"], "transitions": chunk.action.size,
+                            "bytes_per_transition": round(location["object_size"] / chunk.action.size, 1),
+                            "in_object_store": bool(location["node_ids"]), "round_trip_ms": round(wall * 1e3, 3)}
+            ray.kill(source)
+        return costs
+    finally:
+        ray.shutdown()
+
+
 def add_speedups(rows: list[dict]) -> None:
     """env steps/s over the same kind's fewest actors measured."""
     for row in rows:
@@ -213,21 +255,30 @@ def _main(args: argparse.Namespace) -> int:
 
     config = DQNConfig.for_env(args.env, {**config_lib.parse_set(args.set), "actors.envs_per_actor": args.envs_per_actor})
     compressions = list(dict.fromkeys(["none", config.replay.compression, *args.chunk_compression]))
-    pipe = {codec: pipe_cost(chunk) for codec, chunk in real_chunks(config, compressions).items()}
+    chunks = real_chunks(config, compressions)
+    pipe = {codec: pipe_cost(chunk) for codec, chunk in chunks.items()}
     for codec, cost in pipe.items():
         print(f"pipe, compression {codec}: a chunk of {cost['chunk_bytes']:,} bytes ({cost['bytes_per_transition']:,.0f} "
               f"per transition) takes {cost['round_trip_ms']:.2f} ms there and back, {cost['learner_cpu_ms']:.2f} ms of "
               f"the learner's CPU ({cost['megabytes_per_sec']:.0f} MB/s)", flush=True)
+    ray_object = ray_object_cost(chunks) if "ray" in args.kinds else {}
+    for codec, cost in ray_object.items():
+        print(f"ray, compression {codec}: a chunk is an object of {cost['object_bytes']:,} bytes "
+              f"({cost['bytes_per_transition']:,.0f} per transition), "
+              f"{'in the object store' if cost['in_object_store'] else 'inline in the reply'}, "
+              f"{cost['round_trip_ms']:.2f} ms per call and get", flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as logdir:
-        for kind, actors in plan(args):
+        for kind, actors in ([] if args.chunks_only else plan(args)):
             rows.append(measure(args, kind, actors, pathlib.Path(logdir)))
             print(json.dumps(rows[-1]), flush=True)
     add_speedups(rows)
-    print(table(rows))
+    if rows:
+        print(table(rows))
     if args.out:
         write_json(pathlib.Path(args.out), {"command": " ".join(["python", "-m", "tools.bench_actors", *sys.argv[1:]]),
-                                            "cpus": os.cpu_count(), "pipe": pipe, "runs": rows})
+                                            "cpus": os.cpu_count(), "pipe": pipe, "ray_object": ray_object,
+                                            "runs": rows})
     return 0
 
 
