@@ -158,3 +158,22 @@ def test_env_kwargs_from_set_and_from_a_file_are_one_mapping_that_config_yaml_ke
     sources = {}
     C.build_config([], {"env.kwargs.continuous": False}, sources)
     assert sources["env.kwargs"] == "--set or a flag"
+
+
+def test_for_env_takes_an_env_gymnasium_made_or_a_function_that_makes_one():
+    import gymnasium
+
+    made = gymnasium.make("CartPole-v1", sutton_barto_reward=True)
+    config = C.DQNConfig.for_env(made, {"run.total_steps": 500})
+    assert config.env.id == "CartPole-v1" and config.env.kwargs.as_dict() == {"sutton_barto_reward": True}
+    assert config.run.total_steps == 500 and config == C.DQNConfig.for_env(
+        "CartPole-v1", {"env.kwargs.sutton_barto_reward": True, "run.total_steps": 500})
+    assert C.DQNConfig.for_env(lambda: gymnasium.make("Acrobot-v1")) == C.DQNConfig.for_env("Acrobot-v1")
+
+    class Unregistered(gymnasium.Env):
+        observation_space = gymnasium.spaces.Box(0.0, 1.0, (1,))
+        action_space = gymnasium.spaces.Discrete(2)
+
+    with pytest.raises(UserError, match=r"was not made by gymnasium.make from a registered id; allowed: an env id, "
+                                        r"or an env gymnasium.make made \(gymnasium.register your env first\)"):
+        C.DQNConfig.for_env(Unregistered())

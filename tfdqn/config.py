@@ -242,10 +242,36 @@ class DQNConfig:
         return self.run.num_envs if self.actors.kind == "inline" else self.actors.envs_per_actor
 
     @classmethod
-    def for_env(cls, env: str, overrides: dict | None = None) -> DQNConfig:
+    def for_env(cls, env, overrides: dict | None = None) -> DQNConfig:
         """The config `python -m tfdqn.train --env ENV --set KEY=VALUE ...` runs, for Python callers:
-        `overrides` maps the keys of --set to values, e.g. {"run.total_steps": 3000}."""
-        return resolve_config([], {**(overrides or {}), "env.id": env})
+        `overrides` maps the keys of --set to values, e.g. {"run.total_steps": 3000}. `env` is a name or id as
+        --env takes it, or a registered env made by `gymnasium.make` (or a function that makes one): its id
+        and the keyword arguments it was made with beyond its registration's become env.id and env.kwargs,
+        since every env of the run (vector envs, actors, evaluation, a resume) is made again from them."""
+        settings = dict(overrides or {})
+        if not isinstance(env, str):
+            env_id, kwargs = _made_with(env)
+            settings = {**{f"env.kwargs.{name}": value for name, value in kwargs.items()}, **settings}
+            env = env_id
+        return resolve_config([], {**settings, "env.id": env})
+
+
+def _made_with(env) -> tuple[str, dict]:
+    """(id, keyword arguments beyond its registration's) of a gymnasium env, or of the env `env()` makes."""
+    import gymnasium
+
+    made = env() if callable(env) and not isinstance(env, gymnasium.Env) else env
+    try:
+        spec = getattr(made, "spec", None)
+        if not isinstance(made, gymnasium.Env) or spec is None or spec.id not in gymnasium.registry:
+            raise UserError(f"env {made!r} was not made by gymnasium.make from a registered id; allowed: an env id, or "
+                            f"an env gymnasium.make made (gymnasium.register your env first)")
+        registered = gymnasium.spec(spec.id).kwargs
+        return spec.id, {name: value for name, value in spec.kwargs.items()
+                         if name not in registered or registered[name] != value}
+    finally:
+        if made is not env:
+            made.close()
 
 
 def field_docs() -> dict[str, str]:
