@@ -52,9 +52,10 @@ def _check_transition(observation, action, reward, bootstrap, next_observation) 
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("compression", ["none", "zstd"])
+@pytest.mark.parametrize("compression", ["lz4"])
 def test_the_replay_holds_the_actors_real_trajectories_across_stacks_episode_ends_and_a_killed_actor(compression):
-    """With compression the actors send their frames' codes and the ring stores them as they come."""
+    """The actors send their frames' codes and the ring stores them as they come; raw chunks are the other
+    actor tests' (CartPole's frames are never compressed), so one codec, the default, is run here."""
     from tfdqn.actors.collector import RemoteCollector
     from tfdqn.actors.process import ProcessActors
     from tfdqn.agent.agent import make_agent
