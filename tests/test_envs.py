@@ -389,3 +389,19 @@ def test_env_kwargs_pick_an_ale_mode_for_one_env_and_are_refused_for_the_vector_
         env.close()
     with pytest.raises(UserError, match="env.kwargs with 2 ALE envs: ale-py's vector emulator takes no keyword"):
         make_vector_env(config, 2, seed=0)
+
+
+def test_an_image_env_of_ones_own_stays_uint8_channels_first_and_says_so():
+    config = EnvConfig(id="tests.image_envs:ColorSide-v0", frame_stack=2)
+    env, spec = make_env(config, seed=0)
+    try:
+        frame, _ = env.reset()
+        raw = env.unwrapped._draw()  # the env's own [H, W, C] image
+    finally:
+        env.close()
+    assert spec.frame_dtype == np.uint8 and spec.frame_shape == (3, 32, 32) and frame.shape == (3, 32, 32)
+    assert spec.observation_shape == (2, 3, 32, 32) and spec.env_observation_shape == (2, 32, 32, 3)
+    assert raw.shape == (32, 32, 3) and spec.env_channels_last
+    np.testing.assert_array_equal(spec.as_env_gives(frame[None])[0], np.moveaxis(frame, 0, -1))
+    assert describe_protocol(config, spec, 0.0) == ("protocol: ColorSide-v0, epsilon 0, uint8 image frames 32x32x3 "
+                                                    "(HWC, stored channels first), stack 2, no time limit")

@@ -101,7 +101,7 @@ class ReplayConfig:
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
-    kind: str = _field("auto", "network: auto (nature_cnn for image observations, else mlp), mlp, nature_cnn or "
+    kind: str = _field("auto", "network: auto (for uint8 images nature_cnn from 36 pixels a side, small_cnn below; else mlp), mlp, nature_cnn or "
                                     "small_cnn (for 42x42 frames)")
     hidden_sizes: tuple = _field((256, 256), "mlp: units per hidden layer")
     dueling: bool = _field(False, "dueling head: Q = V + A - mean(A), value and advantage streams (Wang et al. 2016)")
@@ -665,6 +665,8 @@ NOISY_RULE = ("rule: noisy nets explore by their noise, so epsilon is 0 unless -
               "(Fortunato et al. 2018; Dopamine's full Rainbow agent acts so)")
 COMPRESSION_RULE = ("rule: Atari frames are compressed with lz4 in the host replay unless --set or a --config file "
                     "sets replay.compression (about 14 times less memory, the same run bit for bit: docs/replay.md)")
+IMAGE_RULE = ("rule: an env that observes uint8 images gets network.kind auto, a CNN their size fits, unless --set "
+              "or a --config file sets network.kind (the generic config's mlp is for vector observations)")
 
 
 def resolve_config(files: list, overrides: dict, preset: str | None = None, sources: dict | None = None) -> DQNConfig:
@@ -696,8 +698,10 @@ def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) ->
     - Noisy nets => epsilon 0 (`NOISY_RULE`), unless the user sets an epsilon key. A preset never sets both
       (tests/test_preset_sources.py): its epsilon would be dead, as DER.gin's is in Dopamine.
     - Atari frames in a host replay => lz4 (`COMPRESSION_RULE`), unless the user sets replay.compression: the
-      codec that decodes fastest (docs/bench-replay.md), so the loop barely waits on it."""
-    from tfdqn.envs.names import implied_settings, is_atari_name  # envs import this module's dataclasses
+      codec that decodes fastest (docs/bench-replay.md), so the loop barely waits on it.
+    - uint8 image observations of any other env => network.kind auto (`IMAGE_RULE`), unless the user or the
+      preset sets it: the generic config (cartpole.yaml) names the MLP for vector observations."""
+    from tfdqn.envs.names import implied_settings, is_atari_name, observes_images, resolve_env_id
 
     derived = {key: (value, f"implied by env {env_id}") for key, value in implied_settings(env_id).items()
                if key not in user | preset}
@@ -706,6 +710,9 @@ def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) ->
         derived.update({key: (0.0, NOISY_RULE) for key in epsilon})
     if is_atari_name(env_id) and layered.replay.device == "host" and "replay.compression" not in user:
         derived["replay.compression"] = ("lz4", COMPRESSION_RULE)
+    if (not is_atari_name(env_id) and layered.network.kind == "mlp" and "network.kind" not in user | preset
+            and observes_images(resolve_env_id(env_id), layered.env.kwargs.as_dict())):
+        derived["network.kind"] = ("auto", IMAGE_RULE)
     return derived
 
 

@@ -68,12 +68,13 @@ def convert(serve: tf.types.experimental.GenericFunction, network: keras.Model, 
                         f"--format savedmodel") from None
 
 
-def parity(model: bytes, network: keras.Model, observations: np.ndarray) -> dict:
-    """How the LiteRT model's greedy actions and Q-values match the float32 network's on `observations`."""
+def parity(model: bytes, network: keras.Model, spec: EnvSpec, observations: np.ndarray) -> dict:
+    """How the LiteRT model's greedy actions and Q-values match the float32 network's on `observations` (as
+    tfdqn stores them; the model takes them as the env gives them)."""
     theirs = LiteRTPolicy(model, "", 0)
     ours = np.concatenate([network(part, training=False).numpy() for part in np.array_split(observations, 100)
                            if len(part)])
-    q_values = theirs.q_values(observations)
+    q_values = theirs.q_values(spec.as_env_gives(observations))
     return {"observations": len(observations),
             "action_agreement": float(np.mean(q_values.argmax(-1) == ours.argmax(-1))),
             "max_abs_q_difference": float(np.max(np.abs(q_values - ours))),
@@ -91,7 +92,8 @@ def write_litert(build: pathlib.Path, serve, network: keras.Model, config: confi
     for kind in ("float32", *(["int8"] if quantize == "int8" else [])):
         calibration = play_observations(config, spec, network, min(observations, 500), seed + 1) \
             if kind == "int8" else None
-        model = convert(serve, network, "int8" if kind == "int8" else "none", calibration)
+        model = convert(serve, network, "int8" if kind == "int8" else "none",
+                        None if calibration is None else spec.as_env_gives(calibration))
         (build / LITERT_FILES[kind]).write_bytes(model)
-        report[kind] = {"file": LITERT_FILES[kind], "bytes": len(model), **parity(model, network, checked)}
+        report[kind] = {"file": LITERT_FILES[kind], "bytes": len(model), **parity(model, network, spec, checked)}
     return {"play_seed": seed, "play_epsilon": PLAY_EPSILON, **report}

@@ -87,11 +87,16 @@ def restore_network(source: Source) -> tuple[config_lib.DQNConfig, EnvSpec, kera
 
 def serving_function(network: keras.Model, spec: EnvSpec) -> tf.types.experimental.GenericFunction:
     """observation -> {"action": greedy action, "q_values"}: the graph an export saves and a run's
-    policy calls, so both act alike."""
-    observation = tf.TensorSpec([None, *spec.observation_shape], tf.as_dtype(spec.frame_dtype), name="observation")
+    policy calls, so both act alike. It takes observations as the env gives them (images [H, W, C] where
+    the env's are) and turns them into the layout the network was trained on."""
+    shape = spec.env_observation_shape
+    observation = tf.TensorSpec([None, *shape], tf.as_dtype(spec.frame_dtype), name="observation")
+    order = [0, *range(1, len(shape) - 2), len(shape), len(shape) - 2, len(shape) - 1]  # [..., H, W, C] -> [..., C, H, W]
 
     @tf.function(input_signature=[observation])
     def serve(observation):
+        if spec.env_channels_last:
+            observation = tf.transpose(observation, order)
         q_values = network(observation, training=False)
         return {"action": tf.argmax(q_values, axis=-1, output_type=tf.int32), "q_values": q_values}
 
@@ -130,7 +135,7 @@ def export_policy(network: keras.Model, config: config_lib.DQNConfig, spec: EnvS
         lite = {} if litert is None else {"litert": write_litert(build, serving_function(portable, spec), portable,
                                                                    config, spec, *litert, seed=config.run.seed)}
         write_json(build / POLICY_FILE, {
-            "env_id": spec.env_id, "observation_shape": list(spec.observation_shape),
+            "env_id": spec.env_id, "observation_shape": list(spec.env_observation_shape),
             "observation_dtype": np.dtype(spec.frame_dtype).name, "num_actions": spec.num_actions,
             "action_meanings": list(spec.action_meanings) if spec.action_meanings else None,
             "run_dir": str(run_dir), "checkpoint": checkpoint, "env_steps": env_steps, "tfdqn_version": __version__,

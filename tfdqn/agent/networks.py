@@ -6,10 +6,12 @@ process-global policy or random state, so building a network changes nothing in 
 import random
 
 import keras
+import numpy as np
 
 from tfdqn.agent.heads import DISTRIBUTION, Q_VALUES, DuelingCombine, ExpectedQ, HeadSpec
 from tfdqn.agent.layers import KERAS_SEED_RANGE, Dense
 from tfdqn.agent.noisy import NoisyDense
+from tfdqn.errors import UserError
 
 
 class _Layers:
@@ -88,6 +90,23 @@ def mlp(observation_shape: tuple, num_actions: int, hidden_sizes: tuple, dtype_p
     return keras.Model(inputs, _head(layers, x, hidden_sizes[-1], num_actions), name="mlp", dtype=layers.dtype_policy)
 
 
+def _channels_last(x, observation_shape: tuple, policy: str):
+    """An image observation, channels first as tfdqn stores them, as [H, W, channels] for the convolutions:
+    [H, W] (one grey frame) gains a channel; [C, H, W] (a stack of grey frames, as Atari's, or one frame's
+    colour channels) is permuted; [k, C, H, W] (a stack of colour frames) is permuted and its stack and colour
+    axes merged."""
+    if len(observation_shape) == 2:
+        return x[..., None]
+    if len(observation_shape) == 3:
+        return keras.layers.Permute((2, 3, 1), dtype=policy)(x)
+    stack, channels, height, width = observation_shape
+    x = keras.layers.Permute((3, 4, 1, 2), dtype=policy)(x)
+    return keras.layers.Reshape((height, width, stack * channels), dtype=policy)(x)
+
+
+NATURE_CNN_MIN_SIDE = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave a 1x1 map at 36 pixels
+
+
 def nature_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "float32",
                seed: int | None = None, head: HeadSpec = HeadSpec(), padding: str = "valid") -> keras.Model:
     """The Nature DQN (Mnih et al. 2015): conv 32x8x8/4, 64x4x4/2, 64x3x3/1, then the head's dense 512.
@@ -99,8 +118,8 @@ def nature_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "
     convolutions support) and scaled to [0, 1] inside the graph."""
     layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
-    x = keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32"))
-    x = keras.layers.Permute((2, 3, 1), dtype=policy)(x) if len(observation_shape) == 3 else x[..., None]
+    x = _channels_last(keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32")),
+                       observation_shape, policy)
     x = layers.conv(32, 8, strides=4, padding=padding)(x)
     x = layers.conv(64, 4, strides=2, padding=padding)(x)
     x = layers.conv(64, 3, strides=1, padding=padding)(x)
@@ -117,8 +136,8 @@ def small_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "f
     the Nature CNN's cost on 84x84 frames."""
     layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
-    x = keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32"))
-    x = keras.layers.Permute((2, 3, 1), dtype=policy)(x) if len(observation_shape) == 3 else x[..., None]
+    x = _channels_last(keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32")),
+                       observation_shape, policy)
     x = layers.conv(16, 4, strides=2, padding="same")(x)
     x = layers.conv(32, 4, strides=2, padding="same")(x)
     x = keras.layers.Flatten(dtype=policy)(x)
@@ -128,14 +147,24 @@ def small_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "f
 def make_network(kind: str, observation_shape: tuple, observation_dtype, num_actions: int,
                  hidden_sizes: tuple, dtype_policy: str = "float32", seed: int | None = None,
                  head: HeadSpec = HeadSpec(), conv_padding: str = "valid") -> keras.Model:
-    """`auto` picks the Nature CNN for uint8 image observations and the MLP otherwise.
+    """`auto` picks the Nature CNN for uint8 image observations of 36 pixels a side or more, `small_cnn` for
+    smaller images, and the MLP otherwise; a CNN the observation does not fit is refused in one line.
 
     `dtype_policy`: every layer's ("mixed_bfloat16": bfloat16 compute with float32 weights; the Q-values
     stay float32). `seed`: same seed, same initial weights (None: drawn as Keras draws unseeded ones).
     `head`: dueling, noisy, distributional (`heads.HeadSpec`); the output is the expected Q either way.
     `conv_padding`: the Nature CNN's ("valid" or "same")."""
+    side = min(observation_shape[-2:]) if np.dtype(observation_dtype) == np.uint8 else None
     if kind == "auto":
-        kind = "nature_cnn" if str(observation_dtype) == "uint8" else "mlp"
+        kind = "mlp" if side is None else "nature_cnn" if side >= NATURE_CNN_MIN_SIDE else "small_cnn"
+    if kind in ("nature_cnn", "small_cnn") and side is None:
+        raise UserError(f"network.kind = {kind} needs image observations (uint8), not {np.dtype(observation_dtype).name} "
+                        f"{list(observation_shape)}; allowed: network.kind = mlp or auto")
+    if kind == "nature_cnn" and conv_padding == "valid" and side < NATURE_CNN_MIN_SIDE:
+        height, width = observation_shape[-2:]
+        raise UserError(f"network.kind = nature_cnn needs frames of at least {NATURE_CNN_MIN_SIDE}x{NATURE_CNN_MIN_SIDE} "
+                        f"(its 8x8/4, 4x4/2 and 3x3/1 valid convolutions); this env's are {height}x{width}; allowed: "
+                        f"network.kind = small_cnn or auto")
     if kind == "nature_cnn":
         return nature_cnn(observation_shape, num_actions, dtype_policy, seed, head, conv_padding)
     if kind == "small_cnn":

@@ -32,7 +32,8 @@ from tfdqn.config import EnvConfig
 from tfdqn.envs.atari import FireOnReset, LifeLossTerminal, atari_make_kwargs, describe_atari, wrap_atari
 from tfdqn.envs.names import implied_settings, is_atari_id, resolve_env_id
 from tfdqn.envs.spec import EnvSpec
-from tfdqn.envs.wrappers import Float32Observation, GameOverInfo, SeedOnFirstReset, StepDelay
+from tfdqn.envs.wrappers import (ChannelsFirst, Float32Observation, GameOverInfo, SeedOnFirstReset, StepDelay,
+                                 image_layout)
 from tfdqn.errors import UserError
 
 __all__ = ["EnvSpec", "make_env", "describe_protocol", "resolve_env_id", "is_atari_id", "GameOverInfo",
@@ -85,8 +86,9 @@ def make_env(config: EnvConfig, seed: int, evaluation: bool = False,
     what the id implies (`names.implied_settings`) unless the user set them; an id that skips a random
     number of frames is refused, since the wrapper's fixed skip would replace its protocol.
     `evaluation` changes nothing: evaluation envs are training envs, so the agent is evaluated on the game
-    it trained on (the caller tells whole games by `info["game_over"]`). Other envs: a Box observation
-    (cast to float32) and a Discrete action space are required.
+    it trained on (the caller tells whole games by `info["game_over"]`). Other envs: a Box observation and
+    a Discrete action space are required; a uint8 image (`wrappers.image_layout`) stays uint8, [H, W, C] turned
+    to [C, H, W], and is stacked `config.frame_stack` deep; any other Box is cast to float32.
     """
     del evaluation  # kept for callers; see the docstring
     env, spec = _make_wrapped(config, seed, render)
@@ -110,17 +112,23 @@ def _make_wrapped(config: EnvConfig, seed: int, render: bool) -> tuple[gymnasium
     if not isinstance(env.observation_space, gymnasium.spaces.Box):
         env.close()
         raise UserError(f"env {env_id} has observation space {_describe_space(env.observation_space)}; "
-                        f"allowed: a Box observation space (a vector or an image)")
+                        f"allowed: a Box observation space (a vector, or a uint8 image HxW, HxWxC or CxHxW)")
     if render:
         _check_render(env, env_id)
-    env = Float32Observation(env)
+    layout = image_layout(env.observation_space)
+    if layout is None:
+        env = Float32Observation(env)
+    elif layout == "hwc":
+        env = ChannelsFirst(env)
     env = gymnasium.wrappers.RecordEpisodeStatistics(env)
     env = GameOverInfo(env)
     env = SeedOnFirstReset(env, seed)
     frame_shape = tuple(env.observation_space.shape)
-    spec = EnvSpec(env_id=env_id, is_atari=False, frame_shape=frame_shape, frame_dtype=np.dtype(np.float32),
-                   stack_size=1, observation_shape=frame_shape, num_actions=int(env.action_space.n),
-                   action_meanings=None)
+    stack = config.frame_stack if layout else 1
+    spec = EnvSpec(env_id=env_id, is_atari=False, frame_shape=frame_shape,
+                   frame_dtype=np.dtype(np.uint8 if layout else np.float32), stack_size=stack,
+                   observation_shape=(stack, *frame_shape) if stack > 1 else frame_shape,
+                   num_actions=int(env.action_space.n), action_meanings=None, env_channels_last=layout == "hwc")
     return env, spec
 
 
@@ -139,12 +147,27 @@ def _check_render(env: gymnasium.Env, env_id: str) -> None:
                         f"or an ALE game (rendered by ale-py)") from None
 
 
+def describe_images(spec: EnvSpec) -> str:
+    """How an image env's frames are kept: their shape and order as the env gives them, and the stack."""
+    shape = spec.frame_shape
+    if len(shape) == 2:
+        given = f"{shape[0]}x{shape[1]} grey"
+    elif spec.env_channels_last:
+        given = f"{shape[1]}x{shape[2]}x{shape[0]} (HWC, stored channels first)"
+    else:
+        given = f"{shape[0]}x{shape[1]}x{shape[2]} (CHW)"
+    stack = f", stack {spec.stack_size}" if spec.stack_size > 1 else ""
+    return f"uint8 image frames {given}{stack}"
+
+
 def describe_protocol(config: EnvConfig, spec: EnvSpec, epsilon: float) -> str:
     """One line that states how evaluation returns were produced (by `make_env`'s env), to print beside them."""
     parts = [f"protocol: {spec.env_id}", f"epsilon {epsilon:g}"]
     if config.kwargs:
         parts[0] += "(" + ", ".join(f"{name}={value!r}" for name, value in config.kwargs.as_dict().items()) + ")"
     if not spec.is_atari:
+        if spec.frame_dtype == np.uint8:
+            parts.append(describe_images(spec))
         steps = gymnasium.spec(spec.env_id).max_episode_steps
         parts.append(f"episodes capped at {steps} steps (TimeLimit)" if steps else "no time limit")
         return ", ".join(parts)

@@ -100,6 +100,21 @@ def import_user_module(module: str, what: str, allowed: str) -> None:
         raise UserError(f"{what} {module!r} cannot be imported ({error}); allowed: {allowed}") from None
 
 
+def observes_images(env_id: str, kwargs: dict) -> bool:
+    """Whether the env `env_id` (made with `kwargs`, then closed) observes uint8 images; False where it cannot
+    be made here (making it for the run then says why, in one line)."""
+    from tfdqn.envs.wrappers import image_layout
+
+    try:
+        env = gymnasium.make(env_id, **kwargs)
+    except Exception:  # noqa: BLE001 - any failure is make_env's to report, with its own message
+        return False
+    try:
+        return image_layout(env.observation_space) is not None
+    finally:
+        env.close()
+
+
 def resolve_env_id(name: str) -> str:
     """A short name, ALE game name or gymnasium id to a registered gymnasium id.
 

@@ -15,11 +15,23 @@ class EnvSpec:
     env_id: str  # resolved gymnasium id, e.g. "CartPole-v1", "ALE/Breakout-v5"
     is_atari: bool
     frame_shape: tuple  # shape of ONE frame the env returns: (84, 84) for Atari, the obs shape otherwise
-    frame_dtype: np.dtype  # uint8 for Atari, float32 for vector observations
-    stack_size: int  # frames per network input: config.frame_stack for Atari, 1 otherwise
+    frame_dtype: np.dtype  # uint8 for images (Atari's and any env's), float32 for vector observations
+    stack_size: int  # frames per network input: config.frame_stack for images, 1 for vector observations
     observation_shape: tuple  # what the network sees: (stack_size, *frame_shape), or frame_shape if stack_size 1
     num_actions: int
     action_meanings: tuple | None  # Atari only, e.g. ("NOOP", "FIRE", "RIGHT", "LEFT")
+    env_channels_last: bool = False  # the env gives [H, W, C] images, which tfdqn stores as [C, H, W] frames
+
+    @property
+    def env_observation_shape(self) -> tuple:
+        """An observation as the env gives it (a stack of them where frames are stacked): [H, W, C] images
+        where the env gives those, though tfdqn stores them channels first."""
+        shape = self.observation_shape
+        return (*shape[:-3], *shape[-2:], shape[-3]) if self.env_channels_last else tuple(shape)
+
+    def as_env_gives(self, observations: np.ndarray) -> np.ndarray:
+        """A batch of observations as tfdqn stores them, laid out as the env gives them."""
+        return np.moveaxis(observations, -3, -1) if self.env_channels_last else observations
 
 
 class VectorStep(NamedTuple):

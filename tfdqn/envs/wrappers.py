@@ -1,5 +1,5 @@
-"""Wrappers every env gets, Atari or not: the `game_over` info, float32 vector observations, seeding;
-and a step delay for measuring latency-bound envs."""
+"""Wrappers every env gets, Atari or not: the `game_over` info, float32 vector observations, images channels
+first, seeding; and a step delay for measuring latency-bound envs."""
 
 from __future__ import annotations
 
@@ -35,6 +35,37 @@ class GameOverInfo(gymnasium.Wrapper):
             info["life_lost"] = self._lives is not None and lives < self._lives
             self._lives = lives
         return observation, reward, terminated, truncated, info
+
+
+IMAGE_CHANNELS = (1, 3, 4)  # grey, RGB, RGBA
+
+
+def image_layout(space) -> str | None:
+    """How a Box observation holds an image, or None if it is no image: uint8 [H, W] ("hw"), [H, W, C]
+    ("hwc", gymnasium's usual) or [C, H, W] ("chw") with 1, 3 or 4 channels."""
+    if not isinstance(space, gymnasium.spaces.Box) or space.dtype != np.uint8:
+        return None
+    if len(space.shape) == 2:
+        return "hw"
+    if len(space.shape) == 3 and space.shape[-1] in IMAGE_CHANNELS:
+        return "hwc"
+    if len(space.shape) == 3 and space.shape[0] in IMAGE_CHANNELS:
+        return "chw"
+    return None
+
+
+class ChannelsFirst(gymnasium.ObservationWrapper):
+    """[H, W, C] images as [C, H, W], the layout tfdqn stores and stacks (its networks take stacks channels
+    first, as Atari's [stack, H, W]); pickles, so a checkpoint can hold the env."""
+
+    def __init__(self, env: gymnasium.Env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gymnasium.spaces.Box(np.moveaxis(space.low, -1, 0), np.moveaxis(space.high, -1, 0),
+                                                      (space.shape[-1], *space.shape[:-1]), np.uint8)
+
+    def observation(self, observation):
+        return np.ascontiguousarray(np.moveaxis(observation, -1, 0))
 
 
 class Float32Observation(gymnasium.ObservationWrapper):

@@ -1,0 +1,34 @@
+"""Image envs of the tests' own, registered for `--env tests.image_envs:<Id>`."""
+
+import gymnasium
+import numpy as np
+
+
+class ColorSide(gymnasium.Env):
+    """A 32x32 RGB image (uint8, [H, W, C] as gymnasium's image envs give them) with a bright square on its
+    left or right half, at a random place and colour; the action names the side (0 left, 1 right) for a
+    reward of 1. Ten images a game: a random policy scores 5, one that reads the image 10."""
+
+    observation_space = gymnasium.spaces.Box(0, 255, (32, 32, 3), np.uint8)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return self._draw(), {}
+
+    def step(self, action):
+        reward = float(int(action) == self._side)
+        self._t += 1
+        return self._draw(), reward, self._t >= 10, False, {}
+
+    def _draw(self) -> np.ndarray:
+        self._side = int(self.np_random.integers(2))
+        image = np.zeros((32, 32, 3), np.uint8)
+        row = int(self.np_random.integers(0, 26))
+        column = int(self.np_random.integers(0, 10)) + 16 * self._side
+        image[row:row + 6, column:column + 6] = self.np_random.integers(128, 256, 3)
+        return image
+
+
+gymnasium.register("ColorSide-v0", entry_point=ColorSide)
