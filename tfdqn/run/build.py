@@ -180,6 +180,13 @@ def _make_evaluation_log_and_clock(run_dir: pathlib.Path, resumed_from: int | No
     return evaluations, RunClock(agent.counters.run_seconds, started)
 
 
+def _say_if_no_update(config: DQNConfig) -> None:
+    """One line at start where the run will make no update, so it has no product (`loop.train`)."""
+    if (reason := no_update_reason(config.run)) is not None:
+        print(f"no update will run: {reason}; it makes no final evaluation and exports no policy "
+              f"(to train: run.total_steps above run.learning_starts)", flush=True)
+
+
 def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, quiet: bool = True,
               profile_steps: tuple[int, int] | None = None, started: float | None = None,
               on_evaluation=None) -> Run:
@@ -203,9 +210,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
             make_run_dir(run_dir)
             closing.enter_context(RunLock(run_dir))
             print(f"evaluation {describe_protocol(config.env, spec, config.exploration.eval_epsilon)}", flush=True)
-            if (reason := no_update_reason(config.run)) is not None:
-                print(f"no update will run: {reason}; it makes no final evaluation and exports no policy "
-                      f"(to train: run.total_steps above run.learning_starts)", flush=True)
+            _say_if_no_update(config)
             config_lib.save(config, run_dir / "config.yaml")
             replay = _make_replay(config, spec, config.num_streams, memory_budget)
             replay_lock = threading.Lock()
