@@ -3,6 +3,7 @@
 import dataclasses
 import importlib.util
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -73,12 +74,25 @@ def test_continuous_actions_are_refused_in_one_line():
     assert "Pendulum-v1" in message and "Box" in message and "allowed: a Discrete action space" in message
 
 
-def test_non_box_observations_are_refused_in_one_line():
+class _TextObservation(gymnasium.Env):
+    observation_space = gymnasium.spaces.Text(5)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):
+        return "tfdqn", {}
+
+
+gymnasium.register("TextObservation-v0", entry_point=_TextObservation)
+
+
+def test_an_observation_space_that_cannot_be_trained_on_is_refused_in_one_line():
     with pytest.raises(UserError) as caught:
-        make_env(EnvConfig(id="FrozenLake-v1"), seed=0)
+        make_env(EnvConfig(id="TextObservation-v0"), seed=0)
     message = str(caught.value)
     assert "\n" not in message
-    assert "FrozenLake-v1" in message and "Discrete(16)" in message and "allowed: a Box observation" in message
+    assert message.startswith("env TextObservation-v0: observation space Text(1, 5, charset=")
+    assert message.endswith("cannot be trained on; allowed: Box, Discrete, MultiDiscrete, MultiBinary, and Tuple or "
+                            "Dict of those")
 
 
 @pytest.mark.parametrize("name, frame_shape, num_actions", [

@@ -12,7 +12,7 @@ from tfdqn import config as config_lib
 from tfdqn.presets import PRESETS
 
 # Never a recipe's: which game (and its own keyword arguments), where the work runs, how it is logged and saved.
-NOT_RECIPE = {"env.id", "env.kwargs", "env.step_delay_ms", "replay.device", "replay.compression", "replay.memory_budget_gib",
+NOT_RECIPE = {"env.id", "env.kwargs", "env.action_mask", "env.mask_actions", "env.step_delay_ms", "replay.device", "replay.compression", "replay.memory_budget_gib",
               "run.seed", "run.log_every", "run.checkpoint_every",
               *(f"compute.{key}" for key in ("act_jit_compile", "update_jit_compile", "act_device",
                                              "mixed_precision", "deterministic")),

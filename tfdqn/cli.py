@@ -152,3 +152,19 @@ def _errors_to_codes(parser: argparse.ArgumentParser, body, argv: list[str] | No
             raise
         print(f"{parser.prog}: interrupted by SIGINT", file=sys.stderr)
         return 130
+
+
+def add_import_option(parser: argparse.ArgumentParser) -> None:
+    """`--import MODULE` (repeatable), for commands that remake a run's env: `import_modules` imports them."""
+    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
+                        help="import MODULE first (repeatable; the working folder is searched first): a module "
+                             "that registers the run's env with gymnasium, as a script that trained through the "
+                             "Python API on its own env did")
+
+
+def import_modules(args: argparse.Namespace) -> None:
+    """Import the modules `--import` names, each refused in one line where it cannot be imported."""
+    from tfdqn.envs.names import import_user_module
+
+    for module in args.imports:
+        import_user_module(module, "--import", "a module that registers the run's env, importable from here")

@@ -70,6 +70,11 @@ class EnvConfig:
     kwargs: EnvKwargs = _field(EnvKwargs(), "keyword arguments for gymnasium.make: --set env.kwargs.NAME=VALUE "
                                             "(CarRacing-v3: env.kwargs.continuous=false) or a kwargs mapping in a "
                                             "config file's env section")
+    action_mask: str = _field("auto", "where the legal-action mask comes from: auto (a Dict observation's action_mask "
+                                      "entry, else info['action_mask'] where the env gives one), none, info:KEY or "
+                                      "observation:KEY")
+    mask_actions: bool = _field(True, "act and the target choose among legal actions only (env.action_mask); false: "
+                                      "the mask is only read, to count illegal actions (charts/illegal_actions)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -645,6 +650,9 @@ def _validate_actors(a: ActorsConfig, env: EnvConfig) -> None:
     _check(a.exploration in ("schedule", "apex"), "actors.exploration", a.exploration, "schedule, apex")
     _check(a.cpus_per_actor > 0, "actors.cpus_per_actor", a.cpus_per_actor, "a number > 0")
     _check(env.step_delay_ms >= 0, "env.step_delay_ms", env.step_delay_ms, "a number >= 0")
+    where, _, key = env.action_mask.partition(":")
+    _check(env.action_mask in ("auto", "none") or (where in ("info", "observation") and bool(key)), "env.action_mask",
+           env.action_mask, "auto, none, info:KEY or observation:KEY")
 
 
 def default_config_file(env_name: str) -> pathlib.Path:

@@ -10,8 +10,7 @@ import pathlib
 import sys
 
 from tfdqn import config as config_lib
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
-from tfdqn.envs.names import import_user_module
+from tfdqn.cli import OneLineErrorParser, add_import_option, import_modules, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 from tfdqn.sources import find_source
 
@@ -31,10 +30,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                         help="random-action probability (default: the run's exploration.eval_epsilon)")
     parser.add_argument("--seed", type=number(int), default=12345, metavar="S", help="seed of the evaluation env and actor")
     parser.add_argument("--video", metavar="FILE.mp4", help="record the first episode to this MP4 file")
-    parser.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                        help="import MODULE first (repeatable; the working folder is searched first): a module "
-                             "that registers the run's env with gymnasium, as a script that trained through the "
-                             "Python API on its own env did")
+    add_import_option(parser)
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
 
@@ -47,8 +43,7 @@ def _main(args: argparse.Namespace) -> int:
         raise UserError(f"--epsilon {args.epsilon} is out of range; allowed: a probability in [0, 1]")
     if args.video and not args.video.endswith(".mp4"):
         raise UserError(f"--video {args.video!r} is not an .mp4 path; allowed: FILE.mp4")
-    for module in args.imports:
-        import_user_module(module, "--import", "a module that registers the run's env, importable from here")
+    import_modules(args)
     config = config_lib.build_config([source.config_file], {"run.seed": args.seed})
     epsilon = config.exploration.eval_epsilon if args.epsilon is None else args.epsilon
 
@@ -56,12 +51,14 @@ def _main(args: argparse.Namespace) -> int:
     from tfdqn.agent.agent import make_policy_actor
     from tfdqn.policy import restore_weights
     from tfdqn.envs.make import describe_protocol, make_env
-    from tfdqn.run.evaluation import run_episodes
+    from tfdqn.run.evaluation import IllegalActionActor, run_episodes
     from tfdqn.video import VideoRecorder, video_fps
 
     env, spec = make_env(config.env, seed=args.seed, evaluation=True, render=bool(args.video))
-    network, actor = make_policy_actor(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
+    network, actor = make_policy_actor(config, spec.observation_shape, spec.frame_dtype, spec.num_actions, spec.layout)
     env_steps = restore_weights(source, network)
+    counted = spec.layout is not None and spec.layout.mask is not None
+    actor = IllegalActionActor(actor, spec.layout) if counted else actor
     recorder = VideoRecorder(pathlib.Path(args.video), video_fps(env, config.env)) if args.video else None
     with contextlib.closing(env), recorder or contextlib.nullcontext():  # an error leaves no partial video
         returns = run_episodes(env, spec, actor, args.episodes, epsilon, seed=args.seed,
@@ -72,6 +69,7 @@ def _main(args: argparse.Namespace) -> int:
     print(json.dumps({"run_dir": str(source.path), "checkpoint_env_steps": env_steps, "episodes": len(returns),
                       "epsilon": epsilon, "return_mean": float(np.mean(returns)),
                       "return_std": float(np.std(returns)), "returns": returns,
+                      **({"illegal_actions": actor.illegal} if counted else {}),
                       **({"video": args.video, "video_frames": recorder.frames} if recorder else {})}))
     return 0
 

@@ -8,7 +8,7 @@ import json
 import pathlib
 import sys
 
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.cli import OneLineErrorParser, add_import_option, import_modules, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 from tfdqn.extras import require
 from tfdqn.litert_policy import QUANTIZE
@@ -37,6 +37,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                              "quantized on observations from play")
     parser.add_argument("--observations", type=number(int), default=1000, metavar="N",
                         help="with --format litert: observations from play the parity is measured on (default 1000)")
+    add_import_option(parser)
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
 
@@ -50,6 +51,7 @@ def _main(args: argparse.Namespace) -> int:
         raise UserError(f"--observations {args.observations} is out of range; allowed: an integer >= 1")
     if args.format == "litert":
         require("litert", "--format litert", instead="--format savedmodel")
+    import_modules(args)
     start_tensorflow()
     from tfdqn.policy import default_policy_dir, export_policy, restore_network
 

@@ -87,6 +87,10 @@ def write_litert(build: pathlib.Path, serve, network: keras.Model, config: confi
     parity report: calibration and parity observations come from two plays with different seeds."""
     if quantize not in QUANTIZE:
         raise UserError(f"--quantize {quantize!r}; allowed: {', '.join(QUANTIZE)}")
+    if spec.layout is not None:
+        raise UserError(f"--format litert takes a policy of Box observations; {spec.env_id}'s are "
+                        f"{spec.layout.nesting} parts{' with an action mask' if spec.layout.mask else ''}; "
+                        f"allowed: --format savedmodel")
     checked = play_observations(config, spec, network, observations, seed)
     report = {}
     for kind in ("float32", *(["int8"] if quantize == "int8" else [])):

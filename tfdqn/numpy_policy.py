@@ -6,36 +6,61 @@ from __future__ import annotations
 
 import numpy as np
 
+from tfdqn.envs.observation_layout import MASK
+
 
 class NumpyPolicy:
     """Greedy or epsilon-greedy actions and Q-values of a trained network, NumPy in and NumPy out.
 
     `observations` is one observation of `observation_shape` or a batch of them, as `tfdqn.envs`
     makes them (Atari: uint8 stacks [4, 84, 84], oldest frame first); one observation gives a scalar
-    action and a vector of Q-values, a batch gives arrays. Random actions (epsilon > 0) come from a
-    NumPy generator seeded with `seed`. A subclass computes `_outputs(batch)`: {"action", "q_values"}."""
+    action and a vector of Q-values, a batch gives arrays. Where the env's observations are not one Box
+    (`layout`, an `ObservationLayout`), they are given as the env gives them (a Dict's dict, a Tuple's tuple, a
+    Discrete's index; a batch with a leading axis on each), with the legal actions as `action_mask` (one, or
+    one per observation) where the env gives those in its info; a Dict's own `action_mask` entry is read from
+    it. Random actions (epsilon > 0, drawn among the legal ones) come from a NumPy generator seeded with
+    `seed`. A subclass computes `_outputs(batch)`: {"action", "q_values"}, `batch` an array, or with a layout
+    a dict of arrays (`ObservationLayout.batch_inputs`)."""
 
     def __init__(self, observation_shape: tuple, observation_dtype, num_actions: int, env_id: str, env_steps: int,
-                 seed: int | None = None):
+                 seed: int | None = None, layout=None):
         self.observation_shape, self.observation_dtype = tuple(observation_shape), np.dtype(observation_dtype)
-        self.num_actions, self.env_id, self.env_steps = num_actions, env_id, env_steps
+        self.num_actions, self.env_id, self.env_steps, self.layout = num_actions, env_id, env_steps, layout
         self._rng = np.random.default_rng(seed)
 
-    def q_values(self, observations) -> np.ndarray:
-        return self._call(observations)["q_values"]
+    def q_values(self, observations, action_mask=None) -> np.ndarray:
+        return self._call(observations, action_mask)[0]["q_values"]
 
-    def act(self, observations, epsilon: float = 0.0):
-        actions = self._call(observations)["action"]
+    def act(self, observations, epsilon: float = 0.0, action_mask=None):
+        outputs, legal = self._call(observations, action_mask)
+        actions = outputs["action"]
         if epsilon > 0:
+            legal = np.ones((*np.shape(actions), self.num_actions), bool) if legal is None else legal
+            draws = np.where(legal, self._rng.random(legal.shape), -1.0)
             explore = self._rng.random(np.shape(actions)) < epsilon
-            actions = np.where(explore, self._rng.integers(self.num_actions, size=np.shape(actions)), actions)
-            actions = actions.astype(np.int32)[()]
+            actions = np.where(explore, draws.argmax(axis=-1), actions).astype(np.int32)[()]
         return actions
 
-    def _outputs(self, batch: np.ndarray) -> dict:
+    def _outputs(self, batch) -> dict:
         raise NotImplementedError
 
-    def _call(self, observations) -> dict:
+    def _call(self, observations, action_mask) -> tuple[dict, np.ndarray | None]:
+        """(outputs, the legal actions where the env gives a mask, else None), unbatched for one observation."""
+        if self.layout is not None:
+            batch, single = self.layout.batch_inputs(observations, action_mask)
+            legal = batch[MASK] != 0 if MASK in batch else None
+        else:
+            if action_mask is not None:
+                raise ValueError("action_mask given, but this policy's env gives no legal-action mask; allowed: None")
+            batch, single = self._batch(observations)
+            legal = None
+        outputs = self._outputs(batch)
+        if single:
+            outputs = {name: value[0] for name, value in outputs.items()}
+            legal = None if legal is None else legal[0]
+        return outputs, legal
+
+    def _batch(self, observations) -> tuple[np.ndarray, bool]:
         batch = np.asarray(observations)
         single = batch.shape == self.observation_shape
         batch = batch[None] if single else batch
@@ -43,5 +68,4 @@ class NumpyPolicy:
             dims = ", ".join(map(str, self.observation_shape))
             raise ValueError(f"observations of shape {np.shape(observations)} do not fit this policy; allowed: "
                              f"({dims}) or (batch, {dims})")
-        outputs = self._outputs(batch.astype(self.observation_dtype, casting="same_kind"))
-        return {name: value[0] if single else value for name, value in outputs.items()}
+        return batch.astype(self.observation_dtype, casting="same_kind"), single

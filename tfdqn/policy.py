@@ -36,9 +36,12 @@ import tensorflow as tf
 from tfdqn import __version__
 from tfdqn import config as config_lib
 from tfdqn.agent.heads import head_spec
+from tfdqn.agent.legal_actions import masked_q
 from tfdqn.agent.networks import make_network
+from tfdqn.agent.observation_encoder import encode, input_specs, legal_actions
 from tfdqn.atomic import write_json
 from tfdqn.envs.make import EnvSpec, make_env
+from tfdqn.envs.observation_layout import ObservationLayout
 from tfdqn.errors import RunFailure, UserError
 from tfdqn.litert_export import write_litert
 from tfdqn.numpy_policy import NumpyPolicy
@@ -65,7 +68,8 @@ def build_network(config: config_lib.DQNConfig, spec: EnvSpec) -> keras.Model:
     """The config's Q-network computing in float32, whatever precision the run trained in."""
     return make_network(config.network.kind, spec.observation_shape, spec.frame_dtype, spec.num_actions,
                         config.network.hidden_sizes, dtype_policy="float32",
-                        head=head_spec(config.network, config.learner), conv_padding=config.network.conv_padding)
+                        head=head_spec(config.network, config.learner), conv_padding=config.network.conv_padding,
+                        layout=spec.layout)
 
 
 def restore_weights(source: Source, network: keras.Model) -> int:
@@ -85,20 +89,36 @@ def restore_network(source: Source) -> tuple[config_lib.DQNConfig, EnvSpec, kera
     return config, spec, network, restore_weights(source, network)
 
 
-def serving_function(network: keras.Model, spec: EnvSpec) -> tf.types.experimental.GenericFunction:
+def serving_function(network: keras.Model, spec: EnvSpec,
+                     masked: bool = True) -> tf.types.experimental.GenericFunction:
     """observation -> {"action": greedy action, "q_values"}: the graph an export saves and a run's
     policy calls, so both act alike. It takes observations as the env gives them (images [H, W, C] where
-    the env's are) and turns them into the layout the network was trained on."""
+    the env's are; one input per part of a Dict or Tuple, and `action_mask`, where frames are byte-encoded) and
+    turns them into the layout the network was trained on. The action is the best legal one where the env
+    gives a mask and `masked` (the run's `env.mask_actions`)."""
+    if spec.layout is not None:
+        return _encoded_serving_function(network, spec.layout, masked)
     shape = spec.env_observation_shape
     observation = tf.TensorSpec([None, *shape], tf.as_dtype(spec.frame_dtype), name="observation")
     order = [0, *range(1, len(shape) - 2), len(shape), len(shape) - 2, len(shape) - 1]  # [..., H, W, C] -> [..., C, H, W]
 
-    @tf.function(input_signature=[observation])
+    @tf.function(input_signature=[observation], autograph=False)
     def serve(observation):
         if spec.env_channels_last:
             observation = tf.transpose(observation, order)
         q_values = network(observation, training=False)
         return {"action": tf.argmax(q_values, axis=-1, output_type=tf.int32), "q_values": q_values}
+
+    return serve
+
+
+def _encoded_serving_function(network: keras.Model, layout, masked: bool) -> tf.types.experimental.GenericFunction:
+    @tf.function(input_signature=[input_specs(layout)], autograph=False)
+    def serve(inputs):
+        frames = encode(layout, inputs)
+        q_values = network(frames, training=False)
+        choose = masked_q(q_values, legal_actions(layout, frames)) if masked and layout.mask else q_values
+        return {"action": tf.argmax(choose, axis=-1, output_type=tf.int32), "q_values": q_values}
 
     return serve
 
@@ -129,15 +149,17 @@ def export_policy(network: keras.Model, config: config_lib.DQNConfig, spec: EnvS
         # converter freezes only those it finds, and finds none inside a Keras 3 model (it then read NaN
         # Q-values); holding both would save every weight twice
         module.network_variables = [weight.value for weight in portable.weights]
-        tf.saved_model.save(module, str(build), signatures={"serving_default": serving_function(portable, spec)})
+        serve = serving_function(portable, spec, config.env.mask_actions)
+        tf.saved_model.save(module, str(build), signatures={"serving_default": serve})
         portable.save(build / KERAS_FILE)
         config_lib.save(config, build / "config.yaml")
-        lite = {} if litert is None else {"litert": write_litert(build, serving_function(portable, spec), portable,
-                                                                   config, spec, *litert, seed=config.run.seed)}
+        lite = {} if litert is None else {"litert": write_litert(build, serve, portable, config, spec, *litert,
+                                                                   seed=config.run.seed)}
         write_json(build / POLICY_FILE, {
             "env_id": spec.env_id, "observation_shape": list(spec.env_observation_shape),
             "observation_dtype": np.dtype(spec.frame_dtype).name, "num_actions": spec.num_actions,
             "action_meanings": list(spec.action_meanings) if spec.action_meanings else None,
+            "observation_layout": spec.layout.to_config() if spec.layout is not None else None,
             "run_dir": str(run_dir), "checkpoint": checkpoint, "env_steps": env_steps, "tfdqn_version": __version__,
             **lite})
         _replace_folder(build, out)
@@ -175,15 +197,18 @@ def _replace_folder(build: pathlib.Path, out: pathlib.Path) -> None:
 class Policy(NumpyPolicy):
     """A SavedModel's signature (or a run's network through the same serving graph) as a `NumpyPolicy`."""
 
-    def __init__(self, function, holder, env_id: str, env_steps: int, seed: int | None = None):
-        self._function = function  # a concrete function: observation -> {"action", "q_values"}
+    def __init__(self, function, holder, env_id: str, env_steps: int, seed: int | None = None, layout=None):
+        self._function = function  # a concrete function: observation (or its parts) -> {"action", "q_values"}
         self._holder = holder  # owns the function's variables, which must live as long as it is called
-        spec = tf.nest.flatten(function.structured_input_signature)[0]  # its one input, `observation`
-        super().__init__(tuple(spec.shape[1:]), spec.dtype.as_numpy_dtype,
-                         int(function.structured_outputs["q_values"].shape[-1]), env_id, env_steps, seed)
+        spec = tf.nest.flatten(function.structured_input_signature)[0]  # `observation` (with no layout)
+        shape, dtype = ((layout.width,), np.uint8) if layout is not None else (spec.shape[1:], spec.dtype.as_numpy_dtype)
+        super().__init__(tuple(shape), dtype, int(function.structured_outputs["q_values"].shape[-1]), env_id, env_steps,
+                         seed, layout)
 
-    def _outputs(self, batch: np.ndarray) -> dict:
-        return {name: value.numpy() for name, value in self._function(observation=tf.constant(batch)).items()}
+    def _outputs(self, batch) -> dict:
+        inputs = batch if isinstance(batch, dict) else {"observation": batch}
+        outputs = self._function(**{name: tf.constant(value) for name, value in inputs.items()})
+        return {name: value.numpy() for name, value in outputs.items()}
 
 
 def load_policy(path, checkpoint: str | int = "latest", seed: int | None = None) -> Policy:
@@ -193,7 +218,9 @@ def load_policy(path, checkpoint: str | int = "latest", seed: int | None = None)
     if source.is_policy:
         loaded = tf.saved_model.load(str(source.path))
         about = json.loads((source.path / POLICY_FILE).read_text())
-        return Policy(loaded.signatures["serving_default"], loaded, about["env_id"], about["env_steps"], seed)
-    _, spec, network, env_steps = restore_network(source)
-    function = serving_function(network, spec).get_concrete_function()
-    return Policy(function, network, spec.env_id, env_steps, seed)
+        layout = about.get("observation_layout")
+        return Policy(loaded.signatures["serving_default"], loaded, about["env_id"], about["env_steps"], seed,
+                      None if layout is None else ObservationLayout.from_config(layout))
+    config, spec, network, env_steps = restore_network(source)
+    function = serving_function(network, spec, config.env.mask_actions).get_concrete_function()
+    return Policy(function, network, spec.env_id, env_steps, seed, spec.layout)

@@ -87,7 +87,7 @@ class ActorWorker:
         self.index, self._steps = index, config.actors.chunk_steps
         vector, spec = make_vector_env(config.env, config.actors.envs_per_actor, seed=seed)
         self._network, actor = make_acting_copy(config, actor_exploration(config, index), spec.observation_shape,
-                                                spec.frame_dtype, spec.num_actions, seed)
+                                                spec.frame_dtype, spec.num_actions, seed, spec.layout)
         self._env_steps = actor.env_steps
         self._weights_updates = 0  # the update count of the weights the network holds
         self._collector = VectorEnvCollector(vector, spec, actor, PhaseTimer(), seed=seed)

@@ -7,6 +7,7 @@ from tfdqn.config import ExplorationConfig
 from tfdqn.agent.flat_call import FlatCall
 from tfdqn.agent.counters import Counters
 from tfdqn.agent.epsilon import linear_epsilon
+from tfdqn.agent.legal_actions import masked_q, random_legal_action
 
 
 class Actor:
@@ -20,8 +21,9 @@ class Actor:
 
     def __init__(self, network: keras.Model, num_actions: int, exploration: ExplorationConfig,
                  observation_shape: tuple, observation_dtype, seed: int, jit_compile: bool = True,
-                 device: str | None = None, env_steps: tf.Variable | None = None):
+                 device: str | None = None, env_steps: tf.Variable | None = None, legal=None):
         self._network = network
+        self._legal = legal  # frames -> [B, actions] bool, the legal actions (None: all are)
         self._num_actions = num_actions
         self._exploration = exploration
         self.env_steps = env_steps if env_steps is not None else Counters().env_steps
@@ -49,12 +51,18 @@ class Actor:
 
     def _choose(self, observation: tf.Tensor, epsilon: tf.Tensor, generator: tf.random.Generator,
                 training: bool) -> tf.Tensor:
-        """Per row: a uniform random action with probability epsilon, else the argmax of Q. Noisy layers
-        draw fresh noise while training and use their mean weights in evaluation (`training`)."""
+        """Per row: a uniform random action with probability epsilon, else the argmax of Q, both among the
+        legal actions where the env gives a mask. Noisy layers draw fresh noise while training and use their
+        mean weights in evaluation (`training`)."""
         with tf.device(self._device):
             batch = tf.shape(observation)[0]
-            greedy = tf.argmax(self._network(observation, training=training), axis=-1, output_type=tf.int32)
-            random = generator.uniform([batch], minval=0, maxval=self._num_actions, dtype=tf.int32)
+            q_values = self._network(observation, training=training)
+            if self._legal is None:
+                random = generator.uniform([batch], minval=0, maxval=self._num_actions, dtype=tf.int32)
+            else:
+                legal = self._legal(observation)
+                q_values, random = masked_q(q_values, legal), random_legal_action(generator, legal)
+            greedy = tf.argmax(q_values, axis=-1, output_type=tf.int32)
             explore = generator.uniform([batch]) < epsilon
             return tf.where(explore, random, greedy)
 

@@ -4,6 +4,7 @@ Nothing here touches process-global state: each layer gets its dtype policy and 
 from the config (`make_network`), so an agent built inside a user's program (a notebook, a Ray Tune
 trial) leaves Keras's global policy and Python's, NumPy's and TensorFlow's global seeds as they were."""
 
+import functools
 from typing import NamedTuple
 
 import keras
@@ -15,6 +16,7 @@ from tfdqn.agent.counters import Counters
 from tfdqn.agent.heads import head_spec
 from tfdqn.agent.learner import Learner
 from tfdqn.agent.networks import make_network
+from tfdqn.agent.observation_encoder import legal_actions
 from tfdqn.config import ComputeConfig, DQNConfig, ExplorationConfig, LearnerConfig
 from tfdqn.envs.seeds import derive_seed
 from tfdqn.errors import UserError
@@ -88,7 +90,7 @@ NOISE, ONLINE, TARGET, ACTING = 7, 0, 1, 2
 
 
 def build_network(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int,
-                  seed: int, on_cpu: bool = False, copy: int = ONLINE) -> keras.Model:
+                  seed: int, on_cpu: bool = False, copy: int = ONLINE, layout=None) -> keras.Model:
     """The config's network, in bfloat16 under `compute.mixed_precision` (bfloat16 keeps float32's
     exponent range, so the update needs no loss scaling), its initial weights drawn from `seed` and its
     noise (noisy layers) from `copy`'s stream of it; with `on_cpu` its variables live on the CPU."""
@@ -97,7 +99,14 @@ def build_network(config: DQNConfig, observation_shape: tuple, observation_dtype
     with tf.device(CPU if on_cpu else None):
         return make_network(config.network.kind, observation_shape, observation_dtype, num_actions,
                             config.network.hidden_sizes, dtype_policy=policy, seed=seed, head=head,
-                            conv_padding=config.network.conv_padding)
+                            conv_padding=config.network.conv_padding, layout=layout)
+
+
+def legal_actions_of(config: DQNConfig, layout):
+    """frames -> legal actions, where the env gives a mask and `env.mask_actions` applies it; else None."""
+    if layout is None or layout.mask is None or not config.env.mask_actions:
+        return None
+    return functools.partial(legal_actions, layout)
 
 
 def _acts_on_cpu(compute: ComputeConfig) -> bool:
@@ -105,30 +114,32 @@ def _acts_on_cpu(compute: ComputeConfig) -> bool:
 
 
 def _actor(config: DQNConfig, exploration: ExplorationConfig, network: keras.Model, observation_shape: tuple,
-           observation_dtype, num_actions: int, seed: int, on_cpu: bool, env_steps=None) -> Actor:
+           observation_dtype, num_actions: int, seed: int, on_cpu: bool, env_steps=None, layout=None) -> Actor:
     return Actor(network, num_actions, exploration, observation_shape, observation_dtype, seed=seed,
                  jit_compile=act_uses_xla(config.compute, on_cpu or _acts_on_cpu(config.compute)),
-                 device=CPU if on_cpu else None, env_steps=env_steps)
+                 device=CPU if on_cpu else None, env_steps=env_steps, legal=legal_actions_of(config, layout))
 
 
 def make_acting_copy(config: DQNConfig, exploration: ExplorationConfig, observation_shape: tuple,
-                     observation_dtype, num_actions: int, seed: int) -> tuple[keras.Model, Actor]:
+                     observation_dtype, num_actions: int, seed: int, layout=None) -> tuple[keras.Model, Actor]:
     """A CPU copy of the network and its own in-graph act, for an actor process: the weights come from
     the learner (`set_weights`); the env step counter is the actor's own, set from the learner's."""
-    network = build_network(config, observation_shape, observation_dtype, num_actions, seed, on_cpu=True, copy=ACTING)
+    network = build_network(config, observation_shape, observation_dtype, num_actions, seed, on_cpu=True, copy=ACTING,
+                            layout=layout)
     return network, _actor(config, exploration, network, observation_shape, observation_dtype, num_actions, seed,
-                           on_cpu=True)
+                           on_cpu=True, layout=layout)
 
 
 def make_policy_actor(config: DQNConfig, observation_shape: tuple, observation_dtype,
-                      num_actions: int) -> tuple[keras.Model, Actor]:
+                      num_actions: int, layout=None) -> tuple[keras.Model, Actor]:
     """The online network and the actor that `make_agent` would build, without target, optimizer or update
     graphs: all that acting from restored weights needs (tfdqn.evaluate). It acts where the run's actor
     did, so it picks the same actions."""
     on_cpu = config.compute.act_device == "cpu"
-    network = build_network(config, observation_shape, observation_dtype, num_actions, config.run.seed, on_cpu)
+    network = build_network(config, observation_shape, observation_dtype, num_actions, config.run.seed, on_cpu,
+                            layout=layout)
     return network, _actor(config, config.exploration, network, observation_shape, observation_dtype, num_actions,
-                           config.run.seed, on_cpu)
+                           config.run.seed, on_cpu, layout=layout)
 
 
 def check_augmentation(learner: LearnerConfig, observation_shape: tuple, observation_dtype) -> None:
@@ -142,22 +153,26 @@ def check_augmentation(learner: LearnerConfig, observation_shape: tuple, observa
                         f"{dtype.name} {list(observation_shape)}; allowed: 0 for this env")
 
 
-def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int) -> Agent:
+def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int,
+               layout=None) -> Agent:
     """Same seed, same initial weights. With `compute.act_device: cpu` the actor acts with its own CPU
-    copy of online (`Agent.sync_acting_copy` keeps it current); with auto it reads online itself."""
+    copy of online (`Agent.sync_acting_copy` keeps it current); with auto it reads online itself.
+    `layout`: the env's `ObservationLayout` where its frames are byte-encoded (`EnvSpec.layout`)."""
     seed = config.run.seed
     check_augmentation(config.learner, observation_shape, observation_dtype)
-    online, target = (build_network(config, observation_shape, observation_dtype, num_actions, seed, copy=copy)
-                      for copy in (ONLINE, TARGET))
+    online, target = (build_network(config, observation_shape, observation_dtype, num_actions, seed, copy=copy,
+                                    layout=layout) for copy in (ONLINE, TARGET))
     counters = Counters()
     acting_copy = None
     if config.compute.act_device == "cpu":
         acting_copy = ActingCopy(online, build_network(config, observation_shape, observation_dtype, num_actions,
-                                                       seed, on_cpu=True, copy=ACTING), counters.updates)
+                                                       seed, on_cpu=True, copy=ACTING, layout=layout), counters.updates)
     actor = _actor(config, config.exploration, acting_copy.network if acting_copy else online, observation_shape,
-                   observation_dtype, num_actions, seed, on_cpu=acting_copy is not None, env_steps=counters.env_steps)
+                   observation_dtype, num_actions, seed, on_cpu=acting_copy is not None, env_steps=counters.env_steps,
+                   layout=layout)
     learner = Learner(online, target, config.learner, observation_shape, observation_dtype,
-                      counters=counters, jit_compile=config.compute.update_jit_compile, seed=seed)
+                      counters=counters, jit_compile=config.compute.update_jit_compile, seed=seed,
+                      legal=legal_actions_of(config, layout))
     # Trace the update now, without running it (the actor traced act already): charged to the first
     # update, tracing would distort the phase timings of short runs.
     learner.update_many.trace()

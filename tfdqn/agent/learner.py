@@ -9,6 +9,7 @@ from tfdqn.agent.counters import Counters
 from tfdqn.agent.flat_call import FlatCall
 from tfdqn.agent.fused_adam import FusedAdam
 from tfdqn.agent.heads import distribution_model, q_values_of
+from tfdqn.agent.legal_actions import masked_q
 from tfdqn.agent.objectives import make_objective
 from tfdqn.config import LearnerConfig
 
@@ -40,8 +41,9 @@ class Learner:
 
     def __init__(self, online: keras.Model, target: keras.Model, config: LearnerConfig,
                  observation_shape: tuple, observation_dtype, counters: Counters | None = None,
-                 jit_compile: bool = False, seed: int = 0):
+                 jit_compile: bool = False, seed: int = 0, legal=None):
         self.online = online
+        self._legal = legal  # frames -> [B, actions] bool: the next state's legal actions (None: all are)
         self.target = target
         self._online_distribution, self._target_distribution = distribution_model(online), distribution_model(target)
         self._config = config
@@ -123,9 +125,12 @@ class Learner:
         return tf.function(update_from_replay, input_signature=[tf.TensorSpec([], tf.int32)], autograph=False)
 
     def _next_action(self, next_observation, target_next) -> tf.Tensor:
-        """a' = argmax of the expected Q of online (double DQN, van Hasselt et al. 2016) or of target."""
+        """a' = argmax of the expected Q of online (double DQN, van Hasselt et al. 2016) or of target, over the
+        legal actions where the env gives a mask; C51 and QR-DQN then take a''s distribution."""
         q_next = self.online(next_observation, training=True) if self._config.double_dqn else \
             q_values_of(self.target, target_next)
+        if self._legal is not None:  # the max (or double DQN's argmax) over the next state's legal actions
+            q_next = masked_q(q_next, self._legal(next_observation))
         return tf.argmax(q_next, axis=-1, output_type=tf.int32)
 
     def _update(self, observation, action, reward, bootstrap, next_observation, weight):

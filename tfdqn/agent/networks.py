@@ -11,6 +11,7 @@ import numpy as np
 from tfdqn.agent.heads import DISTRIBUTION, Q_VALUES, DuelingCombine, ExpectedQ, HeadSpec
 from tfdqn.agent.layers import KERAS_SEED_RANGE, Dense
 from tfdqn.agent.noisy import NoisyDense
+from tfdqn.agent.observation_encoder import ObservationFeatures
 from tfdqn.errors import UserError
 
 
@@ -118,13 +119,28 @@ def nature_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "
     convolutions support) and scaled to [0, 1] inside the graph."""
     layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
-    x = _channels_last(keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32")),
-                       observation_shape, policy)
+    x = _nature_body(layers, _scaled_channels_last(inputs, observation_shape, policy), padding)
+    return keras.Model(inputs, _head(layers, x, 512, num_actions), name="nature_cnn", dtype=policy)
+
+
+def _scaled_channels_last(inputs, observation_shape: tuple, policy: str):
+    return _channels_last(keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32")),
+                          observation_shape, policy)
+
+
+def _nature_body(layers: _Layers, x, padding: str = "valid"):
+    """The Nature DQN's convolutions over channels-last images in [0, 1], flattened."""
     x = layers.conv(32, 8, strides=4, padding=padding)(x)
     x = layers.conv(64, 4, strides=2, padding=padding)(x)
     x = layers.conv(64, 3, strides=1, padding=padding)(x)
-    x = keras.layers.Flatten(dtype=policy)(x)
-    return keras.Model(inputs, _head(layers, x, 512, num_actions), name="nature_cnn", dtype=policy)
+    return keras.layers.Flatten(dtype=layers.dtype_policy)(x)
+
+
+def _small_body(layers: _Layers, x):
+    """small_cnn's convolutions over channels-last images in [0, 1], flattened."""
+    x = layers.conv(16, 4, strides=2, padding="same")(x)
+    x = layers.conv(32, 4, strides=2, padding="same")(x)
+    return keras.layers.Flatten(dtype=layers.dtype_policy)(x)
 
 
 def small_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "float32",
@@ -136,37 +152,65 @@ def small_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "f
     the Nature CNN's cost on 84x84 frames."""
     layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
-    x = _channels_last(keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32")),
-                       observation_shape, policy)
-    x = layers.conv(16, 4, strides=2, padding="same")(x)
-    x = layers.conv(32, 4, strides=2, padding="same")(x)
-    x = keras.layers.Flatten(dtype=policy)(x)
+    x = _small_body(layers, _scaled_channels_last(inputs, observation_shape, policy))
     return keras.Model(inputs, _head(layers, x, 256, num_actions), name="small_cnn", dtype=policy)
+
+
+def encoded_network(layout, kind: str, num_actions: int, hidden_sizes: tuple, dtype_policy: str = "float32",
+                    seed: int | None = None, head: HeadSpec = HeadSpec(), conv_padding: str = "valid") -> keras.Model:
+    """The Q-network of byte-frame observations (`tfdqn.envs.observation_layout`), as SB3's CombinedExtractor:
+    each image through a CNN of its own (`kind`, or for auto the one its size fits), every other part one-hot,
+    0/1 or float, all concatenated, then the MLP's hidden layers and the head. mlp flattens images into the rest."""
+    layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
+    inputs = keras.Input((layout.width,), dtype="uint8", name="observation")
+    images = [part for part in layout.inputs if part.kind == "image"] if kind != "mlp" else []
+    if kind in ("nature_cnn", "small_cnn") and not images:
+        raise UserError(f"network.kind = {kind} needs an image in the observation; this env's holds none; allowed: "
+                        f"network.kind = mlp or auto")
+    vector, *pixels = ObservationFeatures(layout.to_config(), images=bool(images), dtype=policy)(inputs)
+    features = [] if vector is None else [vector]
+    for part, x in zip(images, pixels):
+        side = min(part.shape[:2] if part.image == "hwc" else part.shape[-2:])
+        chosen = _cnn_for(kind, side, part.shape, conv_padding)
+        features.append(_nature_body(layers, x, conv_padding) if chosen == "nature_cnn" else _small_body(layers, x))
+    x = features[0] if len(features) == 1 else keras.layers.Concatenate(dtype=policy)(features)
+    for units in hidden_sizes[:-1]:
+        x = layers.dense(units, activation="relu")(x)
+    return keras.Model(inputs, _head(layers, x, hidden_sizes[-1], num_actions), name="encoded", dtype=policy)
+
+
+def _cnn_for(kind: str, side: int, shape: tuple, padding: str = "valid") -> str:
+    """The CNN `kind` names for an image of `side` pixels (auto: the one its size fits); the valid-padded
+    nature_cnn on an image too small for it is refused in one line."""
+    if kind == "auto":
+        return "nature_cnn" if side >= NATURE_CNN_MIN_SIDE else "small_cnn"
+    if kind == "nature_cnn" and padding == "valid" and side < NATURE_CNN_MIN_SIDE:
+        raise UserError(f"network.kind = nature_cnn needs frames of at least {NATURE_CNN_MIN_SIDE}x"
+                        f"{NATURE_CNN_MIN_SIDE} (its 8x8/4, 4x4/2 and 3x3/1 valid convolutions); this env's are "
+                        f"{'x'.join(map(str, shape))}; allowed: network.kind = small_cnn or auto")
+    return kind
 
 
 def make_network(kind: str, observation_shape: tuple, observation_dtype, num_actions: int,
                  hidden_sizes: tuple, dtype_policy: str = "float32", seed: int | None = None,
-                 head: HeadSpec = HeadSpec(), conv_padding: str = "valid") -> keras.Model:
+                 head: HeadSpec = HeadSpec(), conv_padding: str = "valid", layout=None) -> keras.Model:
     """`auto` picks the Nature CNN for uint8 image observations of 36 pixels a side or more, `small_cnn` for
     smaller images, and the MLP otherwise; a CNN the observation does not fit is refused in one line.
+    Byte-frame observations (`layout`, an `ObservationLayout`) get `encoded_network`.
 
     `dtype_policy`: every layer's ("mixed_bfloat16": bfloat16 compute with float32 weights; the Q-values
     stay float32). `seed`: same seed, same initial weights (None: drawn as Keras draws unseeded ones).
     `head`: dueling, noisy, distributional (`heads.HeadSpec`); the output is the expected Q either way.
     `conv_padding`: the Nature CNN's ("valid" or "same")."""
+    if layout is not None:
+        return encoded_network(layout, kind, num_actions, hidden_sizes, dtype_policy, seed, head, conv_padding)
     side = min(observation_shape[-2:]) if np.dtype(observation_dtype) == np.uint8 else None
-    if kind == "auto":
-        kind = "mlp" if side is None else "nature_cnn" if side >= NATURE_CNN_MIN_SIDE else "small_cnn"
-    if kind in ("nature_cnn", "small_cnn") and side is None:
+    if kind == "mlp" or (kind == "auto" and side is None):
+        return mlp(observation_shape, num_actions, hidden_sizes, dtype_policy, seed, head)
+    if side is None:
         raise UserError(f"network.kind = {kind} needs image observations (uint8), not {np.dtype(observation_dtype).name} "
                         f"{list(observation_shape)}; allowed: network.kind = mlp or auto")
-    if kind == "nature_cnn" and conv_padding == "valid" and side < NATURE_CNN_MIN_SIDE:
-        height, width = observation_shape[-2:]
-        raise UserError(f"network.kind = nature_cnn needs frames of at least {NATURE_CNN_MIN_SIDE}x{NATURE_CNN_MIN_SIDE} "
-                        f"(its 8x8/4, 4x4/2 and 3x3/1 valid convolutions); this env's are {height}x{width}; allowed: "
-                        f"network.kind = small_cnn or auto")
+    kind = _cnn_for(kind, side, observation_shape[-2:], conv_padding)
     if kind == "nature_cnn":
         return nature_cnn(observation_shape, num_actions, dtype_policy, seed, head, conv_padding)
-    if kind == "small_cnn":
-        return small_cnn(observation_shape, num_actions, dtype_policy, seed, head)
-    return mlp(observation_shape, num_actions, hidden_sizes, dtype_policy, seed, head)
+    return small_cnn(observation_shape, num_actions, dtype_policy, seed, head)

@@ -22,7 +22,8 @@ HASH_CHARS = 10  # 40 bits: a clash among a record's recipes is out of reach
 # Keys added to the config since runs were first recorded, with the value that trains as before they existed: a
 # key at that value is left out of the hash, so a recorded run keeps its hash when a release adds a key.
 ADDED_KEYS = {"exploration.epsilon_delay_steps": 0, "network.conv_padding": "valid", "learner.target_update_phase": 0,
-              "replay.memory_budget_gib": 0.0, "replay.prefetch": False, "env.kwargs": {}}
+              "replay.memory_budget_gib": 0.0, "replay.prefetch": False, "env.kwargs": {},
+              "env.action_mask": "auto", "env.mask_actions": True}
 # Keys that change how a run stores its data, never what it trains: the same seed gives the same run bit for bit
 # (tests/test_atari.py holds replay.compression to it). Left out of every hash, so such runs share a record.
 OUTSIDE_RECIPE = ("replay.compression",)

@@ -31,9 +31,10 @@ import numpy as np
 from tfdqn.config import EnvConfig
 from tfdqn.envs.atari import FireOnReset, LifeLossTerminal, atari_make_kwargs, describe_atari, wrap_atari
 from tfdqn.envs.names import implied_settings, is_atari_id, resolve_env_id
+from tfdqn.envs.observation_layout import MASK, make_layout, mask_source
 from tfdqn.envs.spec import EnvSpec
-from tfdqn.envs.wrappers import (ChannelsFirst, Float32Observation, GameOverInfo, SeedOnFirstReset, StepDelay,
-                                 image_layout)
+from tfdqn.envs.wrappers import (ChannelsFirst, EncodedObservation, Float32Observation, GameOverInfo,
+                                 SeedOnFirstReset, StepDelay, image_layout)
 from tfdqn.errors import UserError
 
 __all__ = ["EnvSpec", "make_env", "describe_protocol", "resolve_env_id", "is_atari_id", "GameOverInfo",
@@ -86,9 +87,10 @@ def make_env(config: EnvConfig, seed: int, evaluation: bool = False,
     what the id implies (`names.implied_settings`) unless the user set them; an id that skips a random
     number of frames is refused, since the wrapper's fixed skip would replace its protocol.
     `evaluation` changes nothing: evaluation envs are training envs, so the agent is evaluated on the game
-    it trained on (the caller tells whole games by `info["game_over"]`). Other envs: a Box observation and
-    a Discrete action space are required; a uint8 image (`wrappers.image_layout`) stays uint8, [H, W, C] turned
-    to [C, H, W], and is stacked `config.frame_stack` deep; any other Box is cast to float32.
+    it trained on (the caller tells whole games by `info["game_over"]`). Other envs: a Discrete action space
+    is required; a uint8 image Box (`wrappers.image_layout`) stays uint8, [H, W, C] turned to [C, H, W], and is
+    stacked `config.frame_stack` deep; any other Box is cast to float32; any other observation, or one with a
+    legal-action mask (`config.action_mask`), becomes a byte frame (`observation_layout`), unstacked.
     """
     del evaluation  # kept for callers; see the docstring
     env, spec = _make_wrapped(config, seed, render)
@@ -109,26 +111,48 @@ def _make_wrapped(config: EnvConfig, seed: int, render: bool) -> tuple[gymnasium
         env.close()
         raise UserError(f"env {env_id} has action space {_describe_space(env.action_space)}; allowed: "
                         f"a Discrete action space (DQN picks one of n actions), e.g. CartPole-v1 or an ALE game")
-    if not isinstance(env.observation_space, gymnasium.spaces.Box):
-        env.close()
-        raise UserError(f"env {env_id} has observation space {_describe_space(env.observation_space)}; "
-                        f"allowed: a Box observation space (a vector, or a uint8 image HxW, HxWxC or CxHxW)")
     if render:
         _check_render(env, env_id)
-    layout = image_layout(env.observation_space)
-    if layout is None:
+    try:
+        source = mask_source(env.observation_space, _probe_info(env, config.action_mask), config.action_mask)
+        layout = None
+        if source is not None or not isinstance(env.observation_space, gymnasium.spaces.Box):
+            layout = make_layout(env.observation_space, int(env.action_space.n), source)
+    except UserError as error:
+        env.close()
+        raise UserError(f"env {env_id}: {error}") from None
+    if layout is not None:
+        return _finish(EncodedObservation(env, layout), config, env_id, seed, layout=layout)
+    return _finish(env, config, env_id, seed, image_layout(env.observation_space))
+
+
+def _probe_info(env: gymnasium.Env, setting: str) -> dict:
+    """A reset's info, where the mask setting may read it (the env's first real reset reseeds it)."""
+    space = env.observation_space
+    if setting == "none" or setting.startswith("observation:") or (
+            setting == "auto" and isinstance(space, gymnasium.spaces.Dict) and MASK in space.spaces):
+        return {}
+    return env.reset()[1]
+
+
+def _finish(env: gymnasium.Env, config: EnvConfig, env_id: str, seed: int, image: str | None = None,
+            layout=None) -> tuple[gymnasium.Env, EnvSpec]:
+    """The wrappers every non-Atari env ends with, and its spec: vectors as float32, images channels first
+    and stacked `config.frame_stack` deep, byte frames (`layout`) as they are."""
+    if image is None and layout is None:
         env = Float32Observation(env)
-    elif layout == "hwc":
+    elif image == "hwc":
         env = ChannelsFirst(env)
     env = gymnasium.wrappers.RecordEpisodeStatistics(env)
     env = GameOverInfo(env)
     env = SeedOnFirstReset(env, seed)
     frame_shape = tuple(env.observation_space.shape)
-    stack = config.frame_stack if layout else 1
+    stack = config.frame_stack if image else 1
     spec = EnvSpec(env_id=env_id, is_atari=False, frame_shape=frame_shape,
-                   frame_dtype=np.dtype(np.uint8 if layout else np.float32), stack_size=stack,
+                   frame_dtype=np.dtype(np.uint8 if image or layout else np.float32), stack_size=stack,
                    observation_shape=(stack, *frame_shape) if stack > 1 else frame_shape,
-                   num_actions=int(env.action_space.n), action_meanings=None, env_channels_last=layout == "hwc")
+                   num_actions=int(env.action_space.n), action_meanings=None, env_channels_last=image == "hwc",
+                   layout=layout)
     return env, spec
 
 
@@ -166,7 +190,10 @@ def describe_protocol(config: EnvConfig, spec: EnvSpec, epsilon: float) -> str:
     if config.kwargs:
         parts[0] += "(" + ", ".join(f"{name}={value!r}" for name, value in config.kwargs.as_dict().items()) + ")"
     if not spec.is_atari:
-        if spec.frame_dtype == np.uint8:
+        if spec.layout is not None:
+            parts.append(spec.layout.describe() + ("" if config.mask_actions or not spec.layout.mask_source
+                                                   else " (read only, to count illegal actions)"))
+        elif spec.frame_dtype == np.uint8:
             parts.append(describe_images(spec))
         steps = gymnasium.spec(spec.env_id).max_episode_steps
         parts.append(f"episodes capped at {steps} steps (TimeLimit)" if steps else "no time limit")

@@ -101,16 +101,17 @@ def import_user_module(module: str, what: str, allowed: str) -> None:
 
 
 def observes_images(env_id: str, kwargs: dict) -> bool:
-    """Whether the env `env_id` (made with `kwargs`, then closed) observes uint8 images; False where it cannot
-    be made here (making it for the run then says why, in one line)."""
-    from tfdqn.envs.wrappers import image_layout
+    """Whether the env `env_id` (made with `kwargs`, then closed) observes uint8 images (or a Dict or Tuple of
+    them among other parts); False where it cannot be made here (making it for the run then says why, in one
+    line)."""
+    from tfdqn.envs.wrappers import holds_image
 
     try:
         env = gymnasium.make(env_id, **kwargs)
     except Exception:  # noqa: BLE001 - any failure is make_env's to report, with its own message
         return False
     try:
-        return image_layout(env.observation_space) is not None
+        return holds_image(env.observation_space)
     finally:
         env.close()
 

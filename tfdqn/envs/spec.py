@@ -15,12 +15,13 @@ class EnvSpec:
     env_id: str  # resolved gymnasium id, e.g. "CartPole-v1", "ALE/Breakout-v5"
     is_atari: bool
     frame_shape: tuple  # shape of ONE frame the env returns: (84, 84) for Atari, the obs shape otherwise
-    frame_dtype: np.dtype  # uint8 for images (Atari's and any env's), float32 for vector observations
+    frame_dtype: np.dtype  # uint8 for images (Atari's and any env's) and byte frames (`layout`), float32 for vectors
     stack_size: int  # frames per network input: config.frame_stack for images, 1 for vector observations
     observation_shape: tuple  # what the network sees: (stack_size, *frame_shape), or frame_shape if stack_size 1
     num_actions: int
     action_meanings: tuple | None  # Atari only, e.g. ("NOOP", "FIRE", "RIGHT", "LEFT")
     env_channels_last: bool = False  # the env gives [H, W, C] images, which tfdqn stores as [C, H, W] frames
+    layout: object = None  # an ObservationLayout where frames are byte-encoded observations (envs.observation_layout)
 
     @property
     def env_observation_shape(self) -> tuple:

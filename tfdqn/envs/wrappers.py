@@ -1,5 +1,5 @@
 """Wrappers every env gets, Atari or not: the `game_over` info, float32 vector observations, images channels
-first, seeding; and a step delay for measuring latency-bound envs."""
+first, other observations as byte frames, seeding; and a step delay for measuring latency-bound envs."""
 
 from __future__ import annotations
 
@@ -54,6 +54,14 @@ def image_layout(space) -> str | None:
     return None
 
 
+def holds_image(space) -> bool:
+    """Whether the observation space is, or a Dict or Tuple of it holds, an image (`image_layout`)."""
+    if isinstance(space, (gymnasium.spaces.Dict, gymnasium.spaces.Tuple)):
+        return any(holds_image(sub) for sub in (space.spaces.values() if isinstance(space, gymnasium.spaces.Dict)
+                                                else space.spaces))
+    return image_layout(space) is not None
+
+
 class ChannelsFirst(gymnasium.ObservationWrapper):
     """[H, W, C] images as [C, H, W], the layout tfdqn stores and stacks (its networks take stacks channels
     first, as Atari's [stack, H, W]); pickles, so a checkpoint can hold the env."""
@@ -66,6 +74,24 @@ class ChannelsFirst(gymnasium.ObservationWrapper):
 
     def observation(self, observation):
         return np.ascontiguousarray(np.moveaxis(observation, -1, 0))
+
+
+class EncodedObservation(gymnasium.Wrapper):
+    """Observations as their byte frames (`observation_layout.ObservationLayout.encode`), the legal-action mask
+    included where the layout has one; pickles, so a checkpoint can hold the env."""
+
+    def __init__(self, env: gymnasium.Env, layout):
+        super().__init__(env)
+        self.layout = layout
+        self.observation_space = gymnasium.spaces.Box(0, 255, (layout.width,), np.uint8)
+
+    def reset(self, *, seed=None, options=None):
+        observation, info = self.env.reset(seed=seed, options=options)
+        return self.layout.encode(observation, info), info
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return self.layout.encode(observation, info), reward, terminated, truncated, info
 
 
 class Float32Observation(gymnasium.ObservationWrapper):

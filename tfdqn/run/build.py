@@ -25,7 +25,7 @@ from tfdqn.replay.samplers import make_sampler
 from tfdqn.run.cadence import no_update_reason
 from tfdqn.run.checkpoint import BestCheckpoint, Checkpointer
 from tfdqn.run.clock import RunClock
-from tfdqn.run.collectors import VectorEnvCollector
+from tfdqn.run.collectors import IllegalActionCount, VectorEnvCollector
 from tfdqn.run.drivers import make_driver
 from tfdqn.run.episodes import EpisodeLog
 from tfdqn.run.evaluation import Evaluator
@@ -117,15 +117,17 @@ def _make_collector(config: DQNConfig, vector, spec: EnvSpec, agent: Agent, time
     """The in-process collector of `vector`, or the collector of the actors `actors.kind` names, which
     calls `settle_learner()` before it reads the weights it sends."""
     if vector is not None:
-        return VectorEnvCollector(vector, spec, agent.actor, timer, seed=config.run.seed)
-    actors = (ProcessActors if config.actors.kind == "process" else RayActors)(config)
+        collector = VectorEnvCollector(vector, spec, agent.actor, timer, seed=config.run.seed)
+    else:
+        actors = (ProcessActors if config.actors.kind == "process" else RayActors)(config)
 
-    def cut_episodes(final_frame, streams) -> None:
-        with replay_lock:
-            replay.cut_episodes(final_frame, streams)
+        def cut_episodes(final_frame, streams) -> None:
+            with replay_lock:
+                replay.cut_episodes(final_frame, streams)
 
-    return RemoteCollector(actors, config, spec, agent.counters, agent.online, cut_episodes, timer,
-                           should_stop=lambda: stop.requested, settle=settle_learner)
+        collector = RemoteCollector(actors, config, spec, agent.counters, agent.online, cut_episodes, timer,
+                                    should_stop=lambda: stop.requested, settle=settle_learner)
+    return collector if spec.layout is None or spec.layout.mask is None else IllegalActionCount(collector, spec.layout)
 
 
 def _restore(checkpointer: Checkpointer, collector, replay, agent: Agent, seed: int) -> int:
@@ -214,7 +216,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
             config_lib.save(config, run_dir / "config.yaml")
             replay = _make_replay(config, spec, config.num_streams, memory_budget)
             replay_lock = threading.Lock()
-            agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
+            agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions, spec.layout)
             timer = PhaseTimer()
             stop = StopRequest()
             # The driver is made after a resume restored the counters; the collector reads weights only

@@ -116,3 +116,24 @@ class VectorEnvCollector:
 
     def close(self) -> None:
         self._vector.close()
+
+
+class IllegalActionCount:
+    """A collector that also counts the actions taken that the env's legal-action mask forbids (none while
+    `env.mask_actions` applies the mask; the runs without it show how many): `charts/illegal_actions`, per
+    summary window. Everything else is the wrapped collector's."""
+
+    def __init__(self, collector, layout):
+        self._collector, self._layout, self._count = collector, layout, 0
+
+    def collect(self) -> Transitions:
+        transitions = self._collector.collect()
+        self._count += self._layout.illegal(transitions.frame, transitions.action)
+        return transitions
+
+    def metrics(self) -> dict:
+        metrics, self._count = {**self._collector.metrics(), "charts/illegal_actions": self._count}, 0
+        return metrics
+
+    def __getattr__(self, name):
+        return getattr(self._collector, name)

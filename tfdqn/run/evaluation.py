@@ -57,6 +57,22 @@ def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float
     return returns
 
 
+class IllegalActionActor:
+    """An actor that also counts the actions it picks that the observations' legal-action masks forbid
+    (`ObservationLayout.illegal`); everything else is the wrapped actor's."""
+
+    def __init__(self, actor: Actor, layout):
+        self._actor, self._layout, self.illegal = actor, layout, 0
+
+    def act_with_epsilon(self, observation, epsilon):
+        actions = self._actor.act_with_epsilon(observation, epsilon)
+        self.illegal += self._layout.illegal(np.asarray(observation), actions.numpy())
+        return actions
+
+    def __getattr__(self, name):
+        return getattr(self._actor, name)
+
+
 def run_vector_episodes(vector, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float, seed: int,
                         should_stop=None) -> list[float]:
     """Play `episodes` whole games on the envs of `vector`, reset with `seed`; raw returns, in the

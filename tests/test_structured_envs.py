@@ -1,0 +1,65 @@
+"""Observations that are not one Box, end to end through the command lines: a Dict of an image, a Discrete and an
+action mask (tests/image_envs.py) is learned from both parts together, never takes the masked action, exports a
+SavedModel that takes each Dict entry as the env gives it, and is evaluated with its illegal actions counted;
+Taxi's info mask is found by itself."""
+
+import json
+
+import numpy as np
+
+import tfdqn
+from tests.conftest import run_module, train_in_process
+
+ENV = "tests.image_envs:ColorSideFlipped-v0"
+
+
+def test_a_dict_of_image_bit_and_mask_is_learned_exported_and_evaluated(tmp_path):
+    # Each step's reward is the action's own, so gamma 0 and 1-step targets learn it fastest
+    result = train_in_process("--env", ENV, "--total-steps", "2000", "--learning-starts", "500",
+                              "--set", "learner.gamma=0", "--set", "learner.n_step=1", "--set", "run.eval_every=0",
+                              "--quiet", "--logdir", str(tmp_path), "--run-name", "r")
+    assert result.returncode == 0, result.stderr
+    assert ("observation dict (flip: one-hot of 2, image: uint8 image 16x16x3 (HWC)), legal-action mask from "
+            "observation:action_mask, 772 bytes per state in the replay") in result.stdout
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["final_eval_return_mean"] >= 9, summary["final_eval_returns"]  # either part alone: 5 of 10
+
+    policy = tfdqn.load_policy(tmp_path / "r" / "policy", seed=0)  # the SavedModel, one input per Dict entry
+    rng = np.random.default_rng(0)
+    images = np.zeros((400, 16, 16, 3), np.uint8)
+    sides, flips = rng.integers(0, 2, 400), rng.integers(0, 2, 400)
+    for image, side in zip(images, sides):
+        image[4:8, 2 + 8 * side:6 + 8 * side] = 200
+    batch = {"action_mask": np.tile([1, 1, 0], (400, 1)), "flip": flips, "image": images}
+    assert np.mean(policy.act(batch) == sides ^ flips) >= 0.9
+    assert set(np.unique(policy.act(batch, epsilon=1.0))) == {0, 1}  # random actions are legal ones too
+    one = {"action_mask": np.array([1, 1, 0]), "flip": 1, "image": images[0]}
+    assert policy.act(one) == sides[0] ^ 1 and policy.q_values(one).shape == (3,)
+
+    evaluated = run_module("tfdqn.evaluate", str(tmp_path / "r"), "--episodes", "3", "--import", "tests.image_envs",
+                        timeout=300)
+    assert evaluated.returncode == 0, evaluated.stderr
+    report = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert report["illegal_actions"] == 0 and report["return_mean"] >= 9
+
+    refused = run_module("tfdqn.export", str(tmp_path / "r"), "--format", "litert", "--import", "tests.image_envs",
+                      timeout=300)
+    assert refused.returncode == 2 and refused.stderr.strip().endswith(
+        "--format litert takes a policy of Box observations; ColorSideFlipped-v0's are dict parts with an action "
+        "mask; allowed: --format savedmodel")
+
+
+def test_taxi_masks_are_read_from_the_info_and_a_bad_source_is_refused(tmp_path):
+    from tfdqn.config import EnvConfig
+    from tfdqn.envs.make import make_env
+
+    env, spec = make_env(EnvConfig(id="Taxi-v4"), seed=3)
+    frame, info = env.reset()
+    assert spec.layout.mask_source == "info:action_mask" and spec.frame_shape == (10,)
+    np.testing.assert_array_equal(spec.layout.legal(frame[None])[0], info["action_mask"] != 0)
+    env.close()
+    refused = train_in_process("--env", "Taxi-v4", "--set", "env.action_mask=observation:mask",
+                               "--logdir", str(tmp_path))
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        "python -m tfdqn.train: error: env Taxi-v4: env.action_mask = observation:mask, but the observation has no "
+        "Dict entry 'mask'; allowed: auto, none, info:KEY or observation:KEY")
