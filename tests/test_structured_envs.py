@@ -42,11 +42,18 @@ def test_a_dict_of_image_bit_and_mask_is_learned_exported_and_evaluated(tmp_path
     report = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert report["illegal_actions"] == 0 and report["return_mean"] >= 9
 
-    refused = run_module("tfdqn.export", str(tmp_path / "r"), "--format", "litert", "--import", "tests.image_envs",
-                      timeout=300)
+    exported = run_module("tfdqn.export", str(tmp_path / "r"), "--format", "litert", "--import", "tests.image_envs",
+                          "--out", str(tmp_path / "lite"), timeout=300)
+    assert exported.returncode == 0, exported.stderr
+    parity = json.loads(exported.stdout.strip().splitlines()[-1])["litert"]["float32"]
+    assert parity["action_agreement"] == 1.0 and parity["max_abs_q_difference"] < 1e-4
+    lite = tfdqn.load_policy(tmp_path / "lite" / "policy.tflite")  # one input per Dict entry, as the SavedModel
+    np.testing.assert_allclose(lite.q_values(batch), policy.q_values(batch), atol=1e-4)
+    refused = run_module("tfdqn.export", str(tmp_path / "r"), "--format", "litert", "--quantize", "int8",
+                         "--import", "tests.image_envs", timeout=300)
     assert refused.returncode == 2 and refused.stderr.strip().endswith(
-        "--format litert takes a policy of Box observations; ColorSideFlipped-v0's are dict parts with an action "
-        "mask; allowed: --format savedmodel")
+        "--quantize int8 takes a policy of Box observations; ColorSideFlipped-v0's are dict parts; allowed: "
+        "--quantize none (float32 LiteRT)")
 
 
 def test_taxi_masks_are_read_from_the_info_and_a_bad_source_is_refused(tmp_path):
@@ -63,3 +70,7 @@ def test_taxi_masks_are_read_from_the_info_and_a_bad_source_is_refused(tmp_path)
     assert refused.returncode == 2 and refused.stderr.strip() == (
         "python -m tfdqn.train: error: env Taxi-v4: env.action_mask = observation:mask, but the observation has no "
         "Dict entry 'mask'; allowed: auto, none, info:KEY or observation:KEY")
+    stacked = train_in_process("--env", "Taxi-v4", "--set", "env.frame_stack=4", "--logdir", str(tmp_path))
+    assert stacked.returncode == 2 and stacked.stderr.strip() == (
+        "python -m tfdqn.train: error: env.frame_stack = 4 stacks frames of one Box observation; Taxi-v4's "
+        "observations are not one Box; allowed: 1 (or a wrapper that stacks inside the env)")

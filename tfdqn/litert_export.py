@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from tfdqn import config as config_lib
+from tfdqn.agent.legal_actions import masked_q_numpy
 from tfdqn.envs.make import EnvSpec, make_env
 from tfdqn.errors import UserError
 from tfdqn.litert_policy import LITERT_FILES, QUANTIZE, LiteRTPolicy
@@ -34,7 +35,9 @@ def play_observations(config: config_lib.DQNConfig, spec: EnvSpec, network: kera
         stack.reset(0, frame)
         for i in range(count):
             observations[i] = stack.observation[0]
-            greedy = int(np.argmax(network(observations[i:i + 1], training=False)[0]))
+            q_values = network(observations[i:i + 1], training=False).numpy()
+            legal = spec.layout.legal(observations[i:i + 1]) if spec.layout is not None else None
+            greedy = int(np.argmax(q_values if legal is None else masked_q_numpy(q_values, legal)))
             action = int(rng.integers(spec.num_actions)) if rng.random() < PLAY_EPSILON else greedy
             frame, _, terminated, truncated, _ = env.step(action)
             if terminated or truncated:
@@ -59,7 +62,11 @@ def convert(serve: tf.types.experimental.GenericFunction, network: keras.Model, 
     converter.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
     if quantize == "int8":
         converter.optimizations = [tf.lite.Optimize.DEFAULT]
-        converter.representative_dataset = lambda: ([observation[None]] for observation in representative)
+        if not isinstance(representative, dict):
+            representative = {"observation": representative}
+        count = len(next(iter(representative.values())))  # inputs by name: the model orders them its own way
+        converter.representative_dataset = lambda: ({name: value[i:i + 1] for name, value in representative.items()}
+                                                    for i in range(count))
     try:
         return converter.convert()
     except Exception as error:  # the converter raises its own types; its first line says what failed
@@ -68,13 +75,19 @@ def convert(serve: tf.types.experimental.GenericFunction, network: keras.Model, 
                         f"--format savedmodel") from None
 
 
+def _env_inputs(spec: EnvSpec, observations: np.ndarray):
+    """Observations as tfdqn stores them, as the LiteRT model takes them: images as the env gives them, or one
+    array per part of byte frames (`ObservationLayout.frame_inputs`)."""
+    return spec.layout.frame_inputs(observations) if spec.layout is not None else spec.as_env_gives(observations)
+
+
 def parity(model: bytes, network: keras.Model, spec: EnvSpec, observations: np.ndarray) -> dict:
     """How the LiteRT model's greedy actions and Q-values match the float32 network's on `observations` (as
     tfdqn stores them; the model takes them as the env gives them)."""
-    theirs = LiteRTPolicy(model, "", 0)
+    theirs = LiteRTPolicy(model, "", 0, layout=spec.layout)
     ours = np.concatenate([network(part, training=False).numpy() for part in np.array_split(observations, 100)
                            if len(part)])
-    q_values = theirs.q_values(spec.as_env_gives(observations))
+    q_values = theirs.outputs(_env_inputs(spec, observations))["q_values"]
     return {"observations": len(observations),
             "action_agreement": float(np.mean(q_values.argmax(-1) == ours.argmax(-1))),
             "max_abs_q_difference": float(np.max(np.abs(q_values - ours))),
@@ -87,17 +100,16 @@ def write_litert(build: pathlib.Path, serve, network: keras.Model, config: confi
     parity report: calibration and parity observations come from two plays with different seeds."""
     if quantize not in QUANTIZE:
         raise UserError(f"--quantize {quantize!r}; allowed: {', '.join(QUANTIZE)}")
-    if spec.layout is not None:
-        raise UserError(f"--format litert takes a policy of Box observations; {spec.env_id}'s are "
-                        f"{spec.layout.nesting} parts{' with an action mask' if spec.layout.mask else ''}; "
-                        f"allowed: --format savedmodel")
+    if quantize == "int8" and spec.layout is not None:  # its int8 model agreed with the network on half the actions
+        raise UserError(f"--quantize int8 takes a policy of Box observations; {spec.env_id}'s are {spec.layout.nesting} "
+                        f"parts; allowed: --quantize none (float32 LiteRT)")
     checked = play_observations(config, spec, network, observations, seed)
     report = {}
     for kind in ("float32", *(["int8"] if quantize == "int8" else [])):
         calibration = play_observations(config, spec, network, min(observations, 500), seed + 1) \
             if kind == "int8" else None
         model = convert(serve, network, "int8" if kind == "int8" else "none",
-                        None if calibration is None else spec.as_env_gives(calibration))
+                        None if calibration is None else _env_inputs(spec, calibration))
         (build / LITERT_FILES[kind]).write_bytes(model)
         report[kind] = {"file": LITERT_FILES[kind], "bytes": len(model), **parity(model, network, spec, checked)}
     return {"play_seed": seed, "play_epsilon": PLAY_EPSILON, **report}

@@ -19,7 +19,7 @@ class NumpyPolicy:
     Discrete's index; a batch with a leading axis on each), with the legal actions as `action_mask` (one, or
     one per observation) where the env gives those in its info; a Dict's own `action_mask` entry is read from
     it. Random actions (epsilon > 0, drawn among the legal ones) come from a NumPy generator seeded with
-    `seed`. A subclass computes `_outputs(batch)`: {"action", "q_values"}, `batch` an array, or with a layout
+    `seed`. A subclass computes `outputs(batch)`: {"action", "q_values"}, `batch` an array, or with a layout
     a dict of arrays (`ObservationLayout.batch_inputs`)."""
 
     def __init__(self, observation_shape: tuple, observation_dtype, num_actions: int, env_id: str, env_steps: int,
@@ -41,7 +41,7 @@ class NumpyPolicy:
             actions = np.where(explore, draws.argmax(axis=-1), actions).astype(np.int32)[()]
         return actions
 
-    def _outputs(self, batch) -> dict:
+    def outputs(self, batch) -> dict:
         raise NotImplementedError
 
     def _call(self, observations, action_mask) -> tuple[dict, np.ndarray | None]:
@@ -54,7 +54,7 @@ class NumpyPolicy:
                 raise ValueError("action_mask given, but this policy's env gives no legal-action mask; allowed: None")
             batch, single = self._batch(observations)
             legal = None
-        outputs = self._outputs(batch)
+        outputs = self.outputs(batch)
         if single:
             outputs = {name: value[0] for name, value in outputs.items()}
             legal = None if legal is None else legal[0]

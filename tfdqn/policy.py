@@ -205,7 +205,7 @@ class Policy(NumpyPolicy):
         super().__init__(tuple(shape), dtype, int(function.structured_outputs["q_values"].shape[-1]), env_id, env_steps,
                          seed, layout)
 
-    def _outputs(self, batch) -> dict:
+    def outputs(self, batch) -> dict:
         inputs = batch if isinstance(batch, dict) else {"observation": batch}
         outputs = self._function(**{name: tf.constant(value) for name, value in inputs.items()})
         return {name: value.numpy() for name, value in outputs.items()}

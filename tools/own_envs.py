@@ -73,6 +73,23 @@ def _record(name: str, env: str, extra: list, target: float, seed: int, logdir: 
     return record
 
 
+PAGE = """# The envs students meet first
+
+Each env trains with the config tfdqn ships for it (`tfdqn/configs/frozenlake.yaml`, `taxi.yaml`,
+`blackjack.yaml`), seeds 0, 1 and 2, fixed before any run, every finished run listed. The product is the
+best-evaluated network (`run.eval_episodes` games per periodic evaluation), played on new games at the end;
+"first evaluation at target" is the first periodic evaluation whose mean reached the target. Made by
+
+    python -m tools.own_envs --out docs/own-envs.json --table docs/own-envs.md
+
+(each run is `tfdqn train --env ENV --seed S`, the command column of docs/own-envs.json); commit {commit}, on a
+2-core machine shared with two Atari runs.
+
+Targets: {targets}
+
+"""
+
+
 def _table(records: list[dict]) -> str:
     lines = ["| env | seed | product | last network | first evaluation at target (env step) | illegal actions: "
              "training / 100 evaluation games |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -103,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             write_json(out, {"commit": _commit(), "seeds": list(SEEDS), "targets": {v[0]: v[4] for v in VARIANTS},
                              "runs": records})
             if args.table:
-                atomic_write(pathlib.Path(args.table), _table(records).encode())
+                targets = "; ".join(f"{v[0]}: {v[4]}" for v in VARIANTS)
+                atomic_write(pathlib.Path(args.table), PAGE.format(commit=_commit(), targets=targets) + _table(records))
     return 0
 
 

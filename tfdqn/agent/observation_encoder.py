@@ -22,7 +22,7 @@ def _values(part: Part, frames: tf.Tensor) -> tf.Tensor:
 def legal_actions(layout: ObservationLayout, frames: tf.Tensor) -> tf.Tensor:
     """[B, actions] bool: each frame's legal actions; a frame with none counts every action as legal (a
     terminal state's mask may be empty; its value is never used)."""
-    legal = tf.not_equal(_values(layout.mask, frames), 0)
+    legal = tf.greater(tf.cast(_values(layout.mask, frames), tf.int32), 0)  # int32: LiteRT compares no uint8
     return tf.logical_or(legal, tf.logical_not(tf.reduce_any(legal, axis=-1, keepdims=True)))
 
 
@@ -68,11 +68,13 @@ def encode(layout: ObservationLayout, inputs: dict) -> tf.Tensor:
     """Byte frames [B, width] from `inputs`: part name -> [B, *shape] as the env gives it (`Part.name`)."""
     pieces = []
     for part in layout.parts:
-        value = tf.reshape(inputs[part.name], [-1, part.count])
+        value = inputs[part.name]
+        # [B] gains an axis by a stack: a reshape of it fails LiteRT's int8 calibration
+        value = tf.stack([value], axis=-1) if part.shape == () else tf.reshape(value, [-1, part.count])
         if part.kind == "discrete":
-            value = tf.cast(value, tf.int64) - tf.constant(part.starts, tf.int64)
+            value = tf.cast(value, tf.int32) - tf.constant(part.starts, tf.int32)
         elif part.kind in ("binary", "mask"):
-            value = tf.not_equal(value, tf.zeros([], value.dtype))
+            value = tf.minimum(tf.abs(tf.cast(value, tf.int32)), 1)  # 0 or 1, in ops LiteRT has for int8
         value = tf.cast(value, tf.as_dtype(part.dtype))
         pieces.append(value if part.dtype == "uint8" else tf.reshape(tf.bitcast(value, tf.uint8), [-1, part.width]))
     return tf.concat(pieces, axis=-1)
@@ -84,6 +86,4 @@ def input_specs(layout: ObservationLayout) -> dict:
 
 
 def _input_dtype(part: Part) -> tf.DType:
-    if part.kind == "discrete":
-        return tf.int64
-    return tf.int8 if part.kind in ("binary", "mask") else tf.as_dtype(part.dtype)
+    return tf.as_dtype(part.input_dtype)

@@ -122,6 +122,12 @@ def _make_wrapped(config: EnvConfig, seed: int, render: bool) -> tuple[gymnasium
         env.close()
         raise UserError(f"env {env_id}: {error}") from None
     if layout is not None:
+        if config.frame_stack > 1:
+            env.close()
+            boxed = layout.nesting == "single" and all(part.kind in ("box", "image") for part in layout.inputs)
+            raise UserError(f"env.frame_stack = {config.frame_stack} stacks frames of one Box observation; {env_id}'s "
+                            f"observations {'carry a legal-action mask' if boxed else 'are not one Box'}; allowed: 1 "
+                            f"(or a wrapper that stacks inside the env)")
         return _finish(EncodedObservation(env, layout), config, env_id, seed, layout=layout)
     return _finish(env, config, env_id, seed, image_layout(env.observation_space))
 
@@ -195,7 +201,7 @@ def describe_protocol(config: EnvConfig, spec: EnvSpec, epsilon: float) -> str:
                                                    else " (read only, to count illegal actions)"))
         elif spec.frame_dtype == np.uint8:
             parts.append(describe_images(spec))
-        steps = gymnasium.spec(spec.env_id).max_episode_steps
+        steps = config.kwargs.as_dict().get("max_episode_steps", gymnasium.spec(spec.env_id).max_episode_steps)
         parts.append(f"episodes capped at {steps} steps (TimeLimit)" if steps else "no time limit")
         return ", ".join(parts)
     return ", ".join(parts + describe_atari(config, spec))

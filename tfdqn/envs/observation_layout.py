@@ -48,9 +48,9 @@ class Part:
 
     @property
     def input_dtype(self) -> np.dtype:
-        """The dtype an exported policy takes this part in: int64 indices, int8 0/1, else as stored."""
+        """The dtype an exported policy takes this part in: int32 indices, int8 0/1, else as stored."""
         if self.kind == "discrete":
-            return np.dtype(np.int64)
+            return np.dtype(np.int32)
         return np.dtype(np.int8 if self.kind in ("binary", "mask") else self.dtype)
 
     @property
@@ -163,6 +163,16 @@ class ObservationLayout:
         size = max(len(v) for v in batch.values())
         return {part.name: np.broadcast_to(batch[part.name], (size, *part.shape)).astype(part.input_dtype)
                 for part in self.parts}, bool(single)
+
+    def frame_inputs(self, frames: np.ndarray) -> dict:
+        """`batch_inputs` of the observations byte frames hold: what an exported policy takes for them."""
+        inputs = {}
+        for part in self.parts:
+            raw = np.ascontiguousarray(frames[:, part.offset:part.offset + part.width])
+            values = raw.view(np.dtype(part.dtype).newbyteorder("<")).reshape(len(frames), *part.shape)
+            inputs[part.name] = (values + np.reshape(part.starts, part.shape) if part.kind == "discrete"
+                                 else values).astype(part.input_dtype)
+        return inputs
 
     def legal(self, frames: np.ndarray) -> np.ndarray | None:
         """[N, actions] bool: each frame's legal actions (every action where a frame has none), or None
