@@ -92,3 +92,19 @@ def test_a_space_that_cannot_be_trained_on_is_refused_in_one_line(space, shown):
     message = str(error.value)
     assert "\n" not in message and shown in message
     assert message.endswith("allowed: Box, Discrete, MultiDiscrete, MultiBinary, and Tuple or Dict of those")
+
+
+def test_a_dict_of_images_alone_gets_a_cnn_each_that_fits_it():
+    from tfdqn.agent.networks import make_network
+
+    space = gymnasium.spaces.Dict({"near": gymnasium.spaces.Box(0, 255, (20, 20), np.uint8),
+                                   "far": gymnasium.spaces.Box(0, 255, (3, 40, 40), np.uint8)})
+    layout = make_layout(space, 4, None)
+    network = make_network("auto", (layout.width,), np.uint8, 4, (32,), seed=0, layout=layout)
+    kernels = sorted(tuple(layer.kernel.shape[:2]) for layer in network.layers if layer.__class__.__name__ == "Conv2D")
+    assert kernels == [(3, 3), (4, 4), (4, 4), (4, 4), (8, 8)]  # the Nature CNN's three on 40x40, small_cnn's two on 20x20
+    space.seed(0)
+    frames = np.stack([layout.encode(space.sample(), {}) for _ in range(3)])
+    assert network(frames).shape == (3, 4)
+    with pytest.raises(UserError, match="network.kind = nature_cnn needs frames of at least 36x36"):
+        make_network("nature_cnn", (layout.width,), np.uint8, 4, (32,), layout=layout)

@@ -167,8 +167,9 @@ def encoded_network(layout, kind: str, num_actions: int, hidden_sizes: tuple, dt
     if kind in ("nature_cnn", "small_cnn") and not images:
         raise UserError(f"network.kind = {kind} needs an image in the observation; this env's holds none; allowed: "
                         f"network.kind = mlp or auto")
-    vector, *pixels = ObservationFeatures(layout.to_config(), images=bool(images), dtype=policy)(inputs)
-    features = [] if vector is None else [vector]
+    features = ObservationFeatures(layout.to_config(), images=bool(images), dtype=policy)(inputs)
+    pixels = features[len(features) - len(images):]  # after the vector features, where there are any
+    features = features[:len(features) - len(images)]
     for part, x in zip(images, pixels):
         side = min(part.shape[:2] if part.image == "hwc" else part.shape[-2:])
         chosen = _cnn_for(kind, side, part.shape, conv_padding)

@@ -46,8 +46,8 @@ def _image(part: Part, frames: tf.Tensor) -> tf.Tensor:
 @keras.saving.register_keras_serializable(package="tfdqn")
 class ObservationFeatures(keras.layers.Layer):
     """Byte frames -> [vector features, image 1, image 2, ...]: the features of every part that is no image,
-    concatenated (None where there are none), then each image channels last, in the layout's order. Images are
-    flattened into the vector features instead where `images` is False (an MLP over everything)."""
+    concatenated (left out where there are none), then each image channels last, in the layout's order. Images
+    are flattened into the vector features instead where `images` is False (an MLP over everything)."""
 
     def __init__(self, layout: dict, images: bool = True, **kwargs):
         super().__init__(**kwargs)
@@ -58,7 +58,7 @@ class ObservationFeatures(keras.layers.Layer):
         inputs = self._layout.inputs
         vector = [_features(part, frames) for part in inputs if part.kind != "image" or not self.images]
         images = [_image(part, frames) for part in inputs if part.kind == "image" and self.images]
-        return [tf.concat(vector, axis=-1) if vector else None, *images]
+        return ([tf.concat(vector, axis=-1)] if vector else []) + images
 
     def get_config(self):
         return {**super().get_config(), "layout": self.layout, "images": self.images}
