@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from tfdqn.agent.heads import HeadSpec
-from tfdqn.agent.networks import Dense, nature_cnn, small_cnn
+from tfdqn.agent.networks import Dense, impala, nature_cnn, small_cnn
 
 
 def _pair(policy, activation="relu"):
@@ -77,3 +77,22 @@ def test_small_cnn_keeps_an_11x11_map_of_a_42x42_frame():
     assert model.layers[-2].input.shape == (None, 11 * 11 * 32)  # 'same' padding: 42 -> 21 -> 11
     conv = (4 * 4 * 4 + 1) * 16 + (4 * 4 * 16 + 1) * 32
     assert model.count_params() == conv + (11 * 11 * 32 + 1) * 256 + (256 + 1) * 6
+
+
+@pytest.mark.parametrize("side, map_side", [(84, 11), (42, 6)])
+def test_the_impala_network_is_three_residual_stacks_then_dopamines_dense_512(side, map_side):
+    """Espeholt et al. 2018's encoder as Dopamine's ImpalaDQNNetwork runs it (jax/networks.py): stacks of 16, 32
+    and 32 channels, each a 3x3 conv, a 3x3/2 max-pool ('same': 84 -> 42 -> 21 -> 11) and two residual blocks
+    of two 3x3 convs; then relu, dense 512 and the head."""
+    model = impala((4, side, side), 6)
+    frames = np.random.default_rng(0).integers(0, 256, (2, 4, side, side), dtype=np.uint8)
+    assert model(frames).shape == (2, 6)
+    flatten = next(layer for layer in model.layers if isinstance(layer, keras.layers.Flatten))
+    assert flatten.output.shape == (None, map_side * map_side * 32)
+    assert sum(isinstance(layer, keras.layers.Add) for layer in model.layers) == 6  # two blocks per stack
+    conv = 0
+    for before, channels in zip((4, 16, 32), (16, 32, 32)):  # the stack's first conv, then its blocks' four
+        conv += (9 * before + 1) * channels + 4 * (9 * channels + 1) * channels
+    assert model.count_params() == conv + (map_side * map_side * 32 + 1) * 512 + (512 + 1) * 6
+    same = impala((4, side, side), 6, seed=3), impala((4, side, side), 6, seed=3)
+    assert all(np.array_equal(a, b) for a, b in zip(*(m.get_weights() for m in same)))

@@ -97,3 +97,10 @@ def test_each_preset_trains_a_short_atari_run(tmp_path):
         summary = tfdqn.train(config, tmp_path / preset, quiet=True)
         assert summary["updates"] == int(20 / config.run.training_interval) and summary["final_eval_episodes"] == 1
         assert config.learner.n_step == {"rainbow": 3, "der": 10, "drq_eps": 10, "atari_cpu": 3}[preset]
+    # The IMPALA network in place of the Nature CNN, with DrQ(epsilon)'s augmentation, dueling head and 10-step targets
+    config = config_lib.resolve_config([], {
+        "env.id": "Pong", "run.total_steps": 120, "run.learning_starts": 100, "replay.capacity": 1000,
+        "run.final_eval_episodes": 1, "env.max_episode_frames": 200, "run.log_every": 120, "run.checkpoint_every": 0,
+        "network.kind": "impala"}, "drq_eps")
+    summary = tfdqn.train(config, tmp_path / "impala", quiet=True)
+    assert summary["updates"] == 20 and summary["final_eval_episodes"] == 1

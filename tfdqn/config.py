@@ -106,8 +106,9 @@ class ReplayConfig:
 
 @dataclasses.dataclass(frozen=True)
 class NetworkConfig:
-    kind: str = _field("auto", "network: auto (for uint8 images nature_cnn from 36 pixels a side, small_cnn below; else mlp), mlp, nature_cnn or "
-                                    "small_cnn (for 42x42 frames)")
+    kind: str = _field("auto", "network: auto (for uint8 images nature_cnn from 36 pixels a side, small_cnn below; else mlp), mlp, nature_cnn, "
+                                    "small_cnn (for 42x42 frames) or impala (Espeholt et al. 2018's residual network, "
+                                    "as Dopamine's ImpalaDQNNetwork: 84x84 or 42x42 frames)")
     hidden_sizes: tuple = _field((256, 256), "mlp: units per hidden layer")
     dueling: bool = _field(False, "dueling head: Q = V + A - mean(A), value and advantage streams (Wang et al. 2016)")
     noisy: bool = _field(False, "noisy linear layers after the body, factorised Gaussian noise drawn per call "
@@ -546,8 +547,8 @@ def validate(c: DQNConfig) -> None:
     _check(c.replay.compression in CODECS, "replay.compression", c.replay.compression, ", ".join(CODECS))
     _check(c.replay.memory_budget_gib >= 0, "replay.memory_budget_gib", c.replay.memory_budget_gib, "a number >= 0")
     _check(c.compute.act_device in ("auto", "cpu"), "compute.act_device", c.compute.act_device, "auto, cpu")
-    _check(c.network.kind in ("auto", "mlp", "nature_cnn", "small_cnn"), "network.kind", c.network.kind,
-           "auto, mlp, nature_cnn, small_cnn")
+    _check(c.network.kind in ("auto", "mlp", "nature_cnn", "small_cnn", "impala"), "network.kind", c.network.kind,
+           "auto, mlp, nature_cnn, small_cnn, impala")
     _check(c.network.conv_padding in ("valid", "same"), "network.conv_padding", c.network.conv_padding, "valid, same")
     _check(len(c.network.hidden_sizes) >= 1 and min(c.network.hidden_sizes) >= 1, "network.hidden_sizes",
            list(c.network.hidden_sizes), "one or more integers >= 1")

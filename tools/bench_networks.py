@@ -3,8 +3,9 @@
     python -m tools.bench_networks --out docs/bench-networks.json
 
 One batch-32 update (double DQN, n-step targets, Adam) and one act call for 4 envs, for the Nature CNN on
-84x84 and on 42x42 frames and `small_cnn` on 42x42 frames, each in float32 and mixed bfloat16, timed in
-interleaved rounds (the median of the rounds' best slices, `bench_timing`).
+84x84 and on 42x42 frames and `small_cnn` on 42x42 frames, each in float32 and mixed bfloat16, and the IMPALA
+network on 84x84 and 42x42 frames in float32, timed in interleaved rounds (the median of the rounds' best
+slices, `bench_timing`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from tools.bench_timing import calls_per_second
 VARIANTS = {  # name -> (network.kind, frame side, mixed precision)
     "nature_84": ("nature_cnn", 84, False), "nature_84_bf16": ("nature_cnn", 84, True),
     "nature_42": ("nature_cnn", 42, False), "nature_42_bf16": ("nature_cnn", 42, True),
-    "small_42": ("small_cnn", 42, False), "small_42_bf16": ("small_cnn", 42, True)}
+    "small_42": ("small_cnn", 42, False), "small_42_bf16": ("small_cnn", 42, True),
+    "impala_84": ("impala", 84, False), "impala_42": ("impala", 42, False)}
 BATCH, ENVS, ACTIONS = 32, 4, 6
 
 
