@@ -30,7 +30,8 @@ ATARI_100K = {
     "learner.double_dqn": True, "learner.max_grad_norm": 0.0, "learner.clip_rewards": True, "learner.n_step": 10,
     "exploration.eval_epsilon": 0.001, "run.total_steps": 100_000, "run.learning_starts": 1_600,
     "run.training_interval": 1.0, "run.env_steps_per_round": 1, "run.final_eval_episodes": 100, "run.eval_every": 0,
-    "run.num_envs": 1, "run.async_learner": False, "replay.prefetch": False, "actors.kind": "inline"}
+    "run.num_envs": 1, "run.async_learner": False, "replay.prefetch": False, "actors.kind": "inline",
+    "learner.munchausen": False}
 
 SOURCES = {
     "drq_eps": {**ATARI_100K, "replay.sampler": "uniform", "network.noisy": False, "learner.huber_delta": 1.0,
@@ -57,7 +58,24 @@ SOURCES = {
                 "exploration.epsilon_end": 0.0, "learner.gamma": 0.99, "replay.batch_size": 32,
                 "replay.capacity": 1_000_000, "env.frame_stack": 4, "env.frame_skip": 4, "env.screen_size": 84,
                 "network.kind": "nature_cnn", "network.conv_padding": "valid", "learner.clip_rewards": True,
-                "learner.augment_pad": 0, "learner.augment_intensity": 0.0},
+                "learner.augment_pad": 0, "learner.augment_intensity": 0.0, "learner.munchausen": False},
+    "munchausen": {"learner.munchausen": True, "learner.munchausen_tau": 0.03, "learner.munchausen_alpha": 0.9,
+                   "learner.munchausen_clip": -1.0, "learner.loss": "huber", "learner.huber_delta": 1.0,
+                   "network.dueling": False, "network.noisy": False, "replay.sampler": "uniform",
+                   "learner.gamma": 0.99, "learner.n_step": 1, "run.learning_starts": 20_000,
+                   "run.training_interval": 4.0, "learner.target_update_period": 2_000,
+                   "learner.target_update_phase": 0, "exploration.epsilon_start": 1.0,
+                   "exploration.epsilon_end": 0.01, "exploration.epsilon_delay_steps": 20_000,
+                   "exploration.epsilon_decay_steps": 250_000, "exploration.eval_epsilon": 0.001,
+                   "learner.optimizer": "adam", "learner.learning_rate": 5e-5, "learner.adam_epsilon": 3.125e-4,
+                   "learner.learning_rate_decay_updates": 0, "learner.max_grad_norm": 0.0,
+                   "learner.clip_rewards": True, "replay.capacity": 1_000_000, "replay.batch_size": 32,
+                   "env.terminal_on_life_loss": False, "env.fire_on_reset": False, "env.noop_max": 0,
+                   "env.repeat_action_probability": 0.25, "env.frame_skip": 4, "env.screen_size": 84,
+                   "env.frame_stack": 4, "env.max_episode_frames": 108_000, "network.kind": "nature_cnn",
+                   "network.conv_padding": "same", "run.env_steps_per_round": 1, "run.num_envs": 1,
+                   "run.async_learner": False, "replay.prefetch": False, "actors.kind": "inline",
+                   "learner.augment_pad": 0, "learner.augment_intensity": 0.0},
 }
 
 # Keys that differ on purpose, each with the difference the preset lists for it.
@@ -69,6 +87,9 @@ DIFFERENT = {
                 **{key: "evaluation" for key in ("exploration.eval_epsilon", "run.eval_every", "run.eval_episodes",
                                                  "run.final_eval_episodes", "run.target_return")},
                 "run.total_steps": "training length"},
+    "munchausen": {**{key: "evaluation" for key in ("run.eval_every", "run.eval_episodes", "run.final_eval_episodes",
+                                                    "run.target_return")},
+                   "run.total_steps": "training length"},
 }
 
 # Keys the recipe does not read, and why.
@@ -79,18 +100,23 @@ _NO_PERIODIC_EVALUATION = {"run.eval_episodes": "run.eval_every = 0", "run.targe
 _EPSILON_ZERO = {"exploration.epsilon_decay_steps": "epsilon 0 throughout",
                  "exploration.epsilon_delay_steps": "epsilon 0 throughout"}
 _COMMON_UNUSED = {"network.hidden_sizes": "mlp only", "learner.num_quantiles": "quantile loss only",
-                  "learner.learning_rate_end": "no step-size decay"}
+                  "learner.learning_rate_end": "no step-size decay",
+                  **{f"learner.munchausen_{key}": "no Munchausen target" for key in ("tau", "alpha", "clip")}}
 UNUSED = {
     "drq_eps": {**_COMMON_UNUSED, **_DISTRIBUTIONAL, **_PRIORITIES, **_NO_PERIODIC_EVALUATION,
                 "network.noisy_sigma0": "no noisy layers"},
     "der": {**_COMMON_UNUSED, **_NO_PERIODIC_EVALUATION, **_EPSILON_ZERO, "learner.huber_delta": "categorical loss"},
     "rainbow": {**_COMMON_UNUSED, **_EPSILON_ZERO, "learner.huber_delta": "categorical loss"},
+    "munchausen": {**{k: v for k, v in _COMMON_UNUSED.items() if not k.startswith("learner.munchausen")},
+                   **_DISTRIBUTIONAL, **_PRIORITIES, "network.noisy_sigma0": "no noisy layers",
+                   "learner.double_dqn": "the soft target takes no next action"},
 }
 # Keys the source leaves open, and tfdqn's choice.
-UNSTATED = {"drq_eps": {}, "der": {}, "rainbow": {"replay.priority_epsilon": "1e-6, so no priority is 0"}}
+UNSTATED = {"drq_eps": {}, "der": {}, "rainbow": {"replay.priority_epsilon": "1e-6, so no priority is 0"},
+            "munchausen": {}}
 
 
-@pytest.mark.parametrize("preset", ["rainbow", "der", "drq_eps"])
+@pytest.mark.parametrize("preset", ["rainbow", "der", "drq_eps", "munchausen"])
 def test_every_value_of_a_published_preset_is_its_sources_or_a_listed_difference(preset):
     config = config_lib.to_dict(config_lib.resolve_config([], {"env.id": "Breakout"}, preset))
     values = {f"{section}.{key}": value for section, fields in config.items() for key, value in fields.items()}
@@ -112,6 +138,6 @@ def test_no_preset_sets_an_epsilon_its_noisy_nets_would_make_dead():
 
 def test_docs_list_each_difference_from_the_reference_run():
     text = (REPO / "docs" / "atari.md").read_text()
-    for preset in ("rainbow", "der", "drq_eps"):
+    for preset in ("rainbow", "der", "drq_eps", "munchausen"):
         for difference in PRESETS[preset].differences:
             assert f"- {difference.line()}\n" in text, (preset, difference.what)

@@ -151,6 +151,14 @@ class LearnerConfig:
                                  "al. 2021: 4); 0: off")
     augment_intensity: float = _field(0.0, "image observations: intensity noise x * (1 + s * clip(N(0,1), -2, 2)) "
                                            "per sample (DrQ(epsilon), Agarwal et al. 2021: 0.05); 0: off")
+    munchausen: bool = _field(False, "Munchausen-DQN's target (Vieillard et al. 2020): the target network's "
+                                     "soft value, plus alpha times the clipped tau * log-policy of the action taken; "
+                                     "with loss huber")
+    munchausen_tau: float = _field(0.03, "munchausen: softmax temperature tau of the target policy (the paper's Atari "
+                                         "value)")
+    munchausen_alpha: float = _field(0.9, "munchausen: scale alpha of the log-policy term (the paper's Atari value)")
+    munchausen_clip: float = _field(-1.0, "munchausen: l0, the lowest the tau * log-policy term may go (the paper's "
+                                          "Atari value; its code's default is -10)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -609,6 +617,13 @@ def _validate_family(c: DQNConfig) -> None:
     _check(l.num_atoms >= 2, "learner.num_atoms", l.num_atoms, "an integer >= 2")
     _check(l.v_max > l.v_min, "learner.v_max", l.v_max, f"a number > learner.v_min = {l.v_min}")
     _check(l.augment_intensity >= 0, "learner.augment_intensity", l.augment_intensity, "a number >= 0")
+    _check(l.munchausen_tau > 0, "learner.munchausen_tau", l.munchausen_tau, "a number > 0")
+    _check(l.munchausen_alpha >= 0, "learner.munchausen_alpha", l.munchausen_alpha, "a number >= 0")
+    _check(l.munchausen_clip < 0, "learner.munchausen_clip", l.munchausen_clip, "a number < 0")
+    if l.munchausen and l.loss != "huber":
+        raise UserError(f"config key learner.munchausen = True with learner.loss = {l.loss!r}: Munchausen's soft "
+                        f"target is built here for the Huber loss (M-DQN); allowed: learner.loss = 'huber', or "
+                        f"learner.munchausen = False")
 
 
 LOSSES = ("huber", "categorical", "quantile")

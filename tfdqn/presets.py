@@ -191,6 +191,33 @@ def _gin(gin: str, line: dict, binding: str, value, shown=None) -> Cited:
     return Cited(value, f"{gin}:{line[binding]} {binding} = {value if shown is None else shown}")
 
 
+# Munchausen's reference code (google-research/google-research at 72d82b6), on Dopamine's TensorFlow DQN agent
+_MDQN = "google-research/google-research 72d82b6 munchausen_rl"
+_MDQN_GIN = "munchausen_rl/configs/atari.gin"
+_MDQN_BINDINGS = {  # key -> (the binding in atari.gin, its value); `_mdqn` cites its line
+    "learner.gamma": ("MunchausenDQNAgent.gamma", 0.99), "learner.n_step": ("MunchausenDQNAgent.update_horizon", 1),
+    "run.learning_starts": ("MunchausenDQNAgent.min_replay_history", 20_000),
+    "run.training_interval": ("MunchausenDQNAgent.update_period", 4),
+    "exploration.epsilon_end": ("MunchausenDQNAgent.epsilon_train", 0.01),
+    "exploration.eval_epsilon": ("MunchausenDQNAgent.epsilon_eval", 0.001),
+    "exploration.epsilon_decay_steps": ("MunchausenDQNAgent.epsilon_decay_period", 250_000),
+    "learner.optimizer": ("MunchausenDQNAgent.optimizer_type", "adam"),
+    "learner.learning_rate": ("MunchausenDQNAgent.optimizer_lr", 5e-5),
+    "replay.capacity": ("WrappedReplayBuffer.replay_capacity", 1_000_000),
+    "replay.batch_size": ("WrappedReplayBuffer.batch_size", 32),
+    "env.terminal_on_life_loss": ("AtariPreprocessing.terminal_on_life_loss", False)}
+_MDQN_LINES = {"MunchausenDQNAgent.gamma": 8, "MunchausenDQNAgent.update_horizon": 9,
+               "MunchausenDQNAgent.min_replay_history": 10, "MunchausenDQNAgent.update_period": 11,
+               "MunchausenDQNAgent.epsilon_train": 13, "MunchausenDQNAgent.epsilon_eval": 14,
+               "MunchausenDQNAgent.epsilon_decay_period": 15, "MunchausenDQNAgent.optimizer_type": 16,
+               "MunchausenDQNAgent.optimizer_lr": 17, "WrappedReplayBuffer.replay_capacity": 68,
+               "WrappedReplayBuffer.batch_size": 69, "AtariPreprocessing.terminal_on_life_loss": 71}
+
+
+def _mdqn(binding: str, value) -> Cited:
+    return _gin(_MDQN_GIN, _MDQN_LINES, binding, value)
+
+
 _PRIORITIES = "labs/atari_100k/atari_100k_rainbow_agent.py:221 priorities sqrt(loss + 1e-10)"
 _WEIGHTS = "labs/atari_100k/atari_100k_rainbow_agent.py:190-191 weights 1 / sqrt(p), over their maximum"
 PRESETS = {
@@ -285,6 +312,63 @@ PRESETS = {
                                                        5_000)},
         vector=_NO_SHIFT,
         differences=(_NOOPS, _REPLAY_AT_TERMINALS, _LIFE_LOSS, _SHIFTS, _ADAM, _CAPACITY, _TRUNCATION)),
+    "munchausen": Preset(
+        f"Vieillard, Pietquin and Geist 2020 (M-DQN), as {_MDQN} runs it",
+        components={"learner.munchausen": Cited(True, "munchausen_rl/agents/m_dqn.py _build_target_q_op: the "
+                                                       "modified Bellman target"),
+                    "learner.munchausen_tau": Cited(0.03, "munchausen_rl/train.py flag tau 0.03 (the paper's Atari "
+                                                          "value)"),
+                    "learner.munchausen_alpha": Cited(0.9, "munchausen_rl/train.py flag alpha 0.9 (the paper's; the "
+                                                           "agent's own default is 1)"),
+                    "learner.munchausen_clip": Cited(-1.0, "munchausen_rl/train.py flag clip_value_min -1 (the "
+                                                           "paper's l0; the agent's own default is -10)"),
+                    "learner.loss": Cited("huber", "dopamine/agents/dqn/dqn_agent.py: DQNAgent's Huber loss, which "
+                                                   "MunchausenDQNAgent keeps"),
+                    "network.dueling": Cited(False, "dopamine/discrete_domains/atari_lib.py nature_dqn_network: one "
+                                                    "stream"),
+                    "network.noisy": Cited(False, "munchausen_rl/agents/m_dqn.py: epsilon-greedy acting"),
+                    "replay.sampler": Cited("uniform", "munchausen_rl/configs/atari.gin: WrappedReplayBuffer, "
+                                                       "Dopamine's uniform circular replay")},
+        atari={**{key: _mdqn(binding, value) for key, (binding, value) in _MDQN_BINDINGS.items()},
+               "exploration.epsilon_start": Cited(1.0, "dopamine/agents/dqn/dqn_agent.py linearly_decaying_epsilon "
+                                                       "begins at 1"),
+               "exploration.epsilon_delay_steps": Cited(20_000, "dopamine/agents/dqn/dqn_agent.py linearly_decaying_"
+                                                                "epsilon holds 1 through min_replay_history"),
+               "learner.target_update_period": Cited(2_000, f"{_MDQN_GIN}:12 target_update_period = 8000 agent "
+                                                            "steps = 2,000 updates at 4 agent steps per update"),
+               "learner.adam_epsilon": Cited(3.125e-4, "munchausen_rl/agents/m_dqn.py _build_optimizer: "
+                                                       "AdamOptimizer epsilon=0.0003125"),
+               "learner.max_grad_norm": Cited(0.0, "dopamine/agents/dqn/dqn_agent.py: optimizer.minimize, no "
+                                                   "gradient clipping"),
+               "learner.clip_rewards": Cited(True, "dopamine/discrete_domains/run_experiment.py Runner: each "
+                                                   "reward clipped to [-1, 1] for the agent"),
+               "learner.huber_delta": Cited(1.0, "dopamine/agents/dqn/dqn_agent.py: tf.losses.huber_loss, delta 1"),
+               "env.fire_on_reset": Cited(False, "dopamine/discrete_domains/atari_lib.py create_atari_environment: "
+                                                 "no FIRE pressed for the agent"),
+               "env.noop_max": Cited(0, "dopamine/discrete_domains/atari_lib.py: no no-op start (sticky actions "
+                                        "instead)"),
+               "env.repeat_action_probability": Cited(0.25, f"{_MDQN_GIN}:72 sticky_actions = True: "
+                                                            "NoFrameskip-v0, 0.25"),
+               "env.frame_skip": Cited(4, "dopamine/discrete_domains/atari_lib.py AtariPreprocessing frame_skip=4"),
+               "env.screen_size": Cited(84, "dopamine/discrete_domains/atari_lib.py AtariPreprocessing "
+                                            "screen_size=84"),
+               "env.frame_stack": Cited(4, "dopamine/discrete_domains/atari_lib.py NATURE_DQN_STACK_SIZE = 4"),
+               "network.kind": Cited("nature_cnn", "dopamine/discrete_domains/atari_lib.py nature_dqn_network: conv "
+                                                   "32 8x8/4, 64 4x4/2, 64 3x3/1, dense 512"),
+               "network.conv_padding": Cited("same", "dopamine/discrete_domains/atari_lib.py nature_dqn_network: "
+                                                     "slim.conv2d, whose padding is SAME"),
+               "run.env_steps_per_round": Cited(1, "dopamine/agents/dqn/dqn_agent.py: an update every "
+                                                   "update_period agent steps"),
+               "run.num_envs": Cited(1, "dopamine/discrete_domains/run_experiment.py: one environment")},
+        vector={},
+        differences=(Difference("training length", "200 iterations of 250,000 agent steps (50M)",
+                                "atari.yaml's 10M agent steps (--total-steps sets it)", "a fifth of the paper's "
+                                "training"),
+                     Difference("evaluation", "125,000 agent steps at epsilon 0.001 after each iteration",
+                                "atari.yaml's: 10 games every 250,000 agent steps at epsilon 0.001",
+                                "the best network is picked as tfdqn picks it"),
+                     Difference("a game cut at 108,000 frames", "stored as terminal (DQNAgent.end_episode)",
+                                "truncated: the target bootstraps", "only games longer than 27,000 agent steps"))),
     "atari_cpu": Preset(
         "tfdqn's sweep for time to a score on a 2-core CPU (docs/atari.md: Pong)",
         # prioritized replay and a dueling head as RLlib's tuned Pong DQN (T5 in the sweep: ahead of T4b, which had

@@ -1,8 +1,8 @@
 """The DQN family's costs, measured side by side for tools/bench.py (which prints and saves them).
 
 - `family_update_figures`: one batch-32 Nature-CNN update (Breakout's frames, the atari.yaml config) for
-  the plain head, dueling, noisy, C51, QR-DQN, DrQ(epsilon)'s augmentation and the Rainbow preset, timed in
-  interleaved rounds, with
+  the plain head, dueling, noisy, C51, QR-DQN, DrQ(epsilon)'s augmentation, the Rainbow preset, Munchausen's
+  target and the IMPALA network in place of the Nature CNN, timed in interleaved rounds, with
   each one's FLOPs, roofline share and cost against the plain update.
 - `prioritized_figures`: prioritized sampling plus the priority update of a batch of 32 at 1,000,000
   slots: the NumPy tree (`PrioritizedSampler`), the in-graph tree (`GraphPrioritizedSampler`, one
@@ -23,7 +23,8 @@ from tools.peer_sum_tree import PythonPrioritizedSampler
 FAMILY = {  # variant -> (config overrides on atari.yaml, preset)
     "plain": ({}, None), "dueling": ({"network.dueling": True}, None), "noisy": ({"network.noisy": True}, None),
     "c51": ({"learner.loss": "categorical"}, None), "qr": ({"learner.loss": "quantile"}, None),
-    "augmented": ({"learner.augment_pad": 4, "learner.augment_intensity": 0.05}, None), "rainbow": ({}, "rainbow")}
+    "augmented": ({"learner.augment_pad": 4, "learner.augment_intensity": 0.05}, None), "rainbow": ({}, "rainbow"),
+    "munchausen": ({"learner.munchausen": True}, None), "impala": ({"network.kind": "impala"}, None)}
 ROUNDS = 3
 PER_CAPACITY, PER_BATCH = 1_000_000, 32
 
@@ -52,6 +53,7 @@ def family_update_figures(seconds: float) -> dict:
     for name, (config, agent) in agents.items():
         rate = statistics.median(rates[name])
         figures[f"family_update_ms_{name}"] = 1000 / rate
+        # Munchausen's target reads the target network at s where double DQN's reads online at s': the same count
         figures[f"family_update_flops_{name}"] = update_flops(agent.online, PER_BATCH, config.learner.double_dqn)
         figures[f"family_updates_per_sec_{name}"] = rate
     for name in FAMILY:

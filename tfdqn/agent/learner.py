@@ -133,17 +133,26 @@ class Learner:
             q_next = masked_q(q_next, self._legal(next_observation))
         return tf.argmax(q_next, axis=-1, output_type=tf.int32)
 
+    def _munchausen_inputs(self, observation, next_observation) -> dict:
+        """What Munchausen's target reads besides the target network at s': the target network at s, and both
+        states' legal actions where the env gives masks."""
+        legal = {} if self._legal is None else {"legal_now": self._legal(observation),
+                                                "legal_next": self._legal(next_observation)}
+        return {"target_now": self._target_distribution(observation, training=True), **legal}
+
     def _update(self, observation, action, reward, bootstrap, next_observation, weight):
         c = self._config
         if c.augment_pad > 0 or c.augment_intensity > 0:
             observation, next_observation = augment(observation, next_observation, self.generator, c.augment_pad,
                                                     c.augment_intensity)
         target_next = self._target_distribution(next_observation, training=True)
-        next_action = self._next_action(next_observation, target_next)
+        reads_now = self._objective.reads_target_now
+        extra = self._munchausen_inputs(observation, next_observation) if reads_now else {}
+        next_action = None if reads_now else self._next_action(next_observation, target_next)
         with tf.GradientTape() as tape:
             online = self._online_distribution(observation, training=True)
             per_sample, priority = self._objective(online, action, reward, c.gamma * bootstrap, target_next,
-                                                   next_action)
+                                                   next_action, **extra)
             loss = tf.reduce_mean(weight * per_sample)
         variables = self.online.trainable_variables
         self.optimizer.apply(tape.gradient(loss, variables), variables)

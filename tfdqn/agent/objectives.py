@@ -12,6 +12,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from tfdqn.agent import losses
+from tfdqn.agent.munchausen import munchausen_target
 
 
 def _at(values: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
@@ -21,6 +22,8 @@ def _at(values: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
 
 class HuberObjective:
     """DQN: Huber loss on r + discount * Q_target(s', a') - Q(s, a) (Mnih et al. 2015)."""
+
+    reads_target_now = False  # Munchausen's also reads the target network at s
 
     def __init__(self, delta: float):
         self._delta = delta
@@ -33,6 +36,8 @@ class HuberObjective:
 
 class CategoricalObjective:
     """C51: cross-entropy to the target distribution projected on the support (Bellemare et al. 2017)."""
+
+    reads_target_now = False  # Munchausen's also reads the target network at s
 
     def __init__(self, num_atoms: int, v_min: float, v_max: float):
         self._support = (num_atoms, v_min, v_max)
@@ -47,14 +52,36 @@ class CategoricalObjective:
 class QuantileObjective:
     """QR-DQN: quantile Huber loss (kappa 1) to r + discount * target quantiles (Dabney et al. 2018)."""
 
+    reads_target_now = False  # Munchausen's also reads the target network at s
+
     def __call__(self, online, action, reward, discount, target_next, next_action):
         target = reward[:, None] + discount[:, None] * _at(target_next, next_action)
         loss = losses.quantile_huber_loss(_at(online, action), target, kappa=1.0)
         return loss, loss
 
 
+class MunchausenObjective:
+    """M-DQN: Huber loss to Munchausen's target (`munchausen.munchausen_target`), which reads the target network at
+    s as well as at s' and needs no next action (its soft value averages over the target's policy)."""
+
+    reads_target_now = True
+
+    def __init__(self, delta: float, tau: float, alpha: float, clip: float):
+        self._delta, self._tau, self._alpha, self._clip = delta, tau, alpha, clip
+
+    def __call__(self, online, action, reward, discount, target_next, next_action, target_now=None, legal_now=None,
+                 legal_next=None):
+        y = tf.stop_gradient(munchausen_target(target_next, target_now, action, reward, discount, self._tau,
+                                               self._alpha, self._clip, legal_next, legal_now))
+        td_error = y - _at(online, action)
+        return losses.huber(td_error, self._delta), tf.abs(td_error)
+
+
 def make_objective(config):
-    """The objective `learner.loss` names."""
+    """The objective `learner.loss` (and `learner.munchausen`) names."""
+    if config.munchausen:
+        return MunchausenObjective(config.huber_delta, config.munchausen_tau, config.munchausen_alpha,
+                                   config.munchausen_clip)
     if config.loss == "categorical":
         return CategoricalObjective(config.num_atoms, config.v_min, config.v_max)
     if config.loss == "quantile":

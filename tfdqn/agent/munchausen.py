@@ -1,0 +1,40 @@
+"""Munchausen RL's target (Vieillard, Pietquin and Geist 2020, eq. 2 with the log-policy clipped as in their
+Atari runs), one pure function of the target network's Q-values, so a NumPy twin can check it.
+
+pi is the softmax of the target network's Q at temperature tau, and tau * log pi is computed as
+q - max q - tau * logsumexp((q - max q) / tau), which never overflows:
+
+    y = r + alpha * clip(tau * log pi(a | s), l0, 0) + discount * sum over a' of pi(a' | s') (q(s', a') - tau log pi(a' | s'))
+
+With n-step returns, r is the n-step sum and the scaled log-policy term is the first action's, once. Where the env
+gives legal-action masks, pi is over the legal actions of each state only.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def scaled_log_policy(q_values: tf.Tensor, tau: float, legal: tf.Tensor | None = None) -> tf.Tensor:
+    """[B, A]: tau * log softmax(q / tau), over the legal actions where `legal` is given (the others' values
+    are then meaningless and must be masked by the caller)."""
+    q_values = tf.convert_to_tensor(q_values)
+    if legal is not None:
+        q_values = tf.where(legal, q_values, tf.fill(tf.shape(q_values), q_values.dtype.min))
+    centred = q_values - tf.reduce_max(q_values, axis=-1, keepdims=True)
+    return centred - tau * tf.reduce_logsumexp(centred / tau, axis=-1, keepdims=True)
+
+
+def munchausen_target(q_target_next: tf.Tensor, q_target_now: tf.Tensor, action: tf.Tensor, reward: tf.Tensor,
+                      discount: tf.Tensor, tau: float, alpha: float, clip: float,
+                      legal_next: tf.Tensor | None = None, legal_now: tf.Tensor | None = None) -> tf.Tensor:
+    """[B] targets: the reward, alpha times the clipped scaled log-policy of the action taken at s, and the
+    discounted soft value of s' (`discount` is gamma^n times 0 where the episode terminated)."""
+    log_pi_now = scaled_log_policy(q_target_now, tau, legal_now)
+    bonus = tf.clip_by_value(tf.gather(log_pi_now, action, axis=1, batch_dims=1), clip, 0.0)
+    log_pi_next = scaled_log_policy(q_target_next, tau, legal_next)
+    pi_next = tf.exp(log_pi_next / tau)
+    soft = pi_next * (q_target_next - log_pi_next)
+    if legal_next is not None:
+        soft = tf.where(legal_next, soft, tf.zeros_like(soft))
+    return reward + alpha * bonus + discount * tf.reduce_sum(soft, axis=-1)
