@@ -29,7 +29,7 @@ from tfdqn.atomic import write_json
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 from tools.bench_family import FAMILY, device_replay_figures, family_update_figures, prioritized_figures
-from tools.bench_timing import calls_per_second
+from tools.bench_timing import calls_per_second, matmul_peak_flops
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 FUSED_K = 8
@@ -55,16 +55,10 @@ def atari_config(**overrides):
 
 def program_figures(seconds: float) -> dict:
     """Peak matmul, update variants and act, all in this process with TensorFlow."""
-    import tensorflow as tf
-
     from tfdqn.agent.agent import make_agent
     from tfdqn.telemetry.flops import update_flops
 
-    x = tf.random.normal([2048, 2048])
-    matmul = tf.function(lambda x: tf.matmul(x, x))
-    peak = calls_per_second(lambda: matmul(x).numpy(), seconds) * 2 * 2048**3
-    x16 = tf.cast(x, tf.bfloat16)
-    peak_bf16 = calls_per_second(lambda: matmul(x16).numpy(), seconds) * 2 * 2048**3
+    peak, peak_bf16 = matmul_peak_flops(seconds), matmul_peak_flops(seconds, bfloat16=True)
     rng = np.random.default_rng(0)
     frames = lambda n: rng.integers(0, 256, (n, 4, 84, 84), dtype=np.uint8)  # noqa: E731
     batch = (frames(32), rng.integers(0, 4, 32).astype(np.int32), rng.normal(size=32).astype(np.float32),

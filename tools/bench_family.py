@@ -1,5 +1,9 @@
 """The DQN family's costs, measured side by side for tools/bench.py (which prints and saves them).
 
+    python -m tools.bench_family --out docs/bench-family.json --table docs/bench-family.md
+
+times the first on its own (tools/bench.py times all three among its other figures).
+
 - `family_update_figures`: one batch-32 Nature-CNN update (Breakout's frames, the atari.yaml config) for
   the plain head, dueling, noisy, C51, QR-DQN, DrQ(epsilon)'s augmentation, the Rainbow preset, Munchausen's
   target and the IMPALA network in place of the Nature CNN, timed in interleaved rounds, with
@@ -14,10 +18,13 @@
 from __future__ import annotations
 
 import statistics
+import sys
 
 import numpy as np
 
-from tools.bench_timing import calls_per_second
+from tfdqn.bench.report import command_line, machine, publish
+from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tools.bench_timing import calls_per_second, matmul_peak_flops
 from tools.peer_sum_tree import PythonPrioritizedSampler
 
 FAMILY = {  # variant -> (config overrides on atari.yaml, preset)
@@ -145,3 +152,43 @@ def device_replay_figures(seconds: float, capacity: int = 20_000, k: int = 4) ->
     figures["device_prioritized_over_uniform"] = (figures["device_updates_per_sec_prioritized"]
                                                   / figures["device_updates_per_sec_uniform"])
     return figures
+
+
+TITLES = {"plain": "plain (Nature DQN, double DQN, Huber)", "dueling": "dueling", "noisy": "noisy nets",
+          "c51": "C51 (51 atoms)", "qr": "QR-DQN (200 quantiles)", "augmented": "DrQ augmentation (shift 4, intensity 0.05)",
+          "rainbow": "Rainbow (C51, noisy, dueling, importance weights)", "munchausen": "Munchausen target (M-DQN)",
+          "impala": "IMPALA network (in place of the Nature CNN)"}
+
+
+def family_table(figures: dict) -> str:
+    lines = ["| update | ms | against plain | roofline share |", "|---|---:|---:|---:|"]
+    for name in FAMILY:
+        lines.append(f"| {TITLES[name]} | {figures[f'family_update_ms_{name}']:.1f} | "
+                     f"{figures[f'family_update_cost_{name}']:.2f} | {figures[f'family_update_roofline_{name}']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python -m tools.bench_family", description="The DQN family's update costs, "
+                                "side by side (tools/bench.py's family figures on their own).")
+    parser.add_argument("--seconds", type=number(float), default=1.0, help="timed seconds per variant (default 1, as "
+                        "tools/bench.py --quick)")
+    parser.add_argument("--out", required=True, metavar="FILE.json")
+    parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
+    return parser
+
+
+def _main(args) -> int:
+    start_tensorflow()
+    figures = {"peak_flops": matmul_peak_flops(args.seconds)}
+    figures.update(family_update_figures(args.seconds * len(FAMILY) / 2))
+    for name in FAMILY:
+        figures[f"family_update_roofline_{name}"] = (figures[f"family_updates_per_sec_{name}"]
+                                                     * figures[f"family_update_flops_{name}"] / figures["peak_flops"])
+    publish({"command": command_line("python -m tools.bench_family", None), "machine": machine(), **figures},
+            family_table(figures), args.out, args.table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(run_cli(build_parser(), _main, None))

@@ -42,3 +42,13 @@ def peer_main(prog: str, doc: str, measure, argv: list[str] | None) -> int:
                         help="seconds per timing (default 3)")
     print(json.dumps(measure(parser.parse_args(argv).seconds)))
     return 0
+
+
+def matmul_peak_flops(seconds: float, bfloat16: bool = False) -> float:
+    """FLOP/s of a 2048x2048 matmul in TensorFlow: the machine's practical peak, against which updates are placed."""
+    import tensorflow as tf
+
+    x = tf.random.normal([2048, 2048])
+    x = tf.cast(x, tf.bfloat16) if bfloat16 else x
+    matmul = tf.function(lambda x: tf.matmul(x, x))
+    return calls_per_second(lambda: matmul(x).numpy(), seconds) * 2 * 2048**3
