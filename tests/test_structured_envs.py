@@ -13,7 +13,7 @@ from tests.conftest import run_module, train_in_process
 ENV = "tests.image_envs:ColorSideFlipped-v0"
 
 
-def test_a_dict_of_image_bit_and_mask_is_learned_exported_and_evaluated(tmp_path):
+def test_a_dict_of_image_bit_and_mask_is_learned_exported_and_evaluated(tmp_path, capsys):
     # Each step's reward is the action's own, so gamma 0 and 1-step targets learn it fastest
     result = train_in_process("--env", ENV, "--total-steps", "2000", "--learning-starts", "500",
                               "--set", "learner.gamma=0", "--set", "learner.n_step=1", "--set", "run.eval_every=0",
@@ -42,16 +42,15 @@ def test_a_dict_of_image_bit_and_mask_is_learned_exported_and_evaluated(tmp_path
     report = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert report["illegal_actions"] == 0 and report["return_mean"] >= 9
 
-    exported = run_module("tfdqn.export", str(tmp_path / "r"), "--format", "litert", "--import", "tests.image_envs",
-                          "--out", str(tmp_path / "lite"), timeout=300)
-    assert exported.returncode == 0, exported.stderr
-    parity = json.loads(exported.stdout.strip().splitlines()[-1])["litert"]["float32"]
+    from tfdqn.export import main as export  # in this process: its env is registered here already
+
+    assert export([str(tmp_path / "r"), "--format", "litert", "--out", str(tmp_path / "lite")]) == 0
+    parity = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["litert"]["float32"]
     assert parity["action_agreement"] == 1.0 and parity["max_abs_q_difference"] < 1e-4
     lite = tfdqn.load_policy(tmp_path / "lite" / "policy.tflite")  # one input per Dict entry, as the SavedModel
     np.testing.assert_allclose(lite.q_values(batch), policy.q_values(batch), atol=1e-4)
-    refused = run_module("tfdqn.export", str(tmp_path / "r"), "--format", "litert", "--quantize", "int8",
-                         "--import", "tests.image_envs", timeout=300)
-    assert refused.returncode == 2 and refused.stderr.strip().endswith(
+    assert export([str(tmp_path / "r"), "--format", "litert", "--quantize", "int8"], prog="tfdqn export") == 2
+    assert capsys.readouterr().err.strip().endswith(
         "--quantize int8 takes a policy of Box observations; ColorSideFlipped-v0's are dict parts; allowed: "
         "--quantize none (float32 LiteRT)")
 
