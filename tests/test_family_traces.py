@@ -49,3 +49,17 @@ def test_the_rainbow_update_with_augmentation_on_atari_frames_runs_on_one_trace(
     config = config_lib.resolve_config([], {"env.id": "Pong", "learner.augment_pad": 4,
                                             "learner.augment_intensity": 0.05}, preset="rainbow")
     _check_traces(make_agent(config, (4, 84, 84), np.uint8, 2), (4, 84, 84), np.uint8)
+
+
+@pytest.mark.parametrize("dueling, noisy", [(False, False), (True, True)])
+def test_munchausen_runs_on_one_trace_per_function_with_each_head(dueling, noisy):
+    config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
+        "learner.munchausen": True, "network.dueling": dueling, "network.noisy": noisy,
+        "network.hidden_sizes": [16, 16], "compute.update_jit_compile": True})
+    _check_traces(make_agent(config, (4,), np.float32, 2), (4,), np.float32)
+
+
+def test_the_impala_network_with_munchausen_and_drq_augmentation_runs_on_one_trace_per_function():
+    config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": "impala", "env.screen_size": 42,
+                                            "learner.munchausen": True}, preset="drq_eps")
+    _check_traces(make_agent(config, (4, 42, 42), np.uint8, 2), (4, 42, 42), np.uint8)

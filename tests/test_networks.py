@@ -96,3 +96,21 @@ def test_the_impala_network_is_three_residual_stacks_then_dopamines_dense_512(si
     assert model.count_params() == conv + (map_side * map_side * 32 + 1) * 512 + (512 + 1) * 6
     same = impala((4, side, side), 6, seed=3), impala((4, side, side), 6, seed=3)
     assert all(np.array_equal(a, b) for a, b in zip(*(m.get_weights() for m in same)))
+
+
+def test_an_impala_policy_exports_and_loads_back_the_same_q_values(tmp_path):
+    from tfdqn import config as config_lib
+    from tfdqn.agent.agent import make_agent
+    from tfdqn.envs.make import make_env
+    from tfdqn.policy import export_policy
+
+    config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": "impala", "env.screen_size": 42})
+    env, spec = make_env(config.env, seed=0)
+    env.close()
+    agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
+    export_policy(agent.online, config, spec, tmp_path / "policy", tmp_path, "latest", 0)
+    frames = np.random.default_rng(1).integers(0, 256, (3, *spec.observation_shape), dtype=np.uint8)
+    served = tf.saved_model.load(str(tmp_path / "policy")).signatures["serving_default"](observation=tf.constant(frames))
+    np.testing.assert_allclose(served["q_values"].numpy(), agent.online(frames).numpy(), rtol=1e-5, atol=1e-5)
+    loaded = keras.models.load_model(tmp_path / "policy" / "network.keras")
+    np.testing.assert_allclose(loaded(frames).numpy(), agent.online(frames).numpy(), rtol=1e-5, atol=1e-5)
