@@ -82,8 +82,8 @@ best-evaluated network (`run.eval_episodes` games per periodic evaluation), play
 
     python -m tools.own_envs --out docs/own-envs.json --table docs/own-envs.md
 
-(each run is `tfdqn train --env ENV --seed S`, the command column of docs/own-envs.json); commit {commit}, on a
-2-core machine shared with two Atari runs.
+(each run is `tfdqn train --env ENV --seed S`, the command column of docs/own-envs.json); written at commit
+{commit}, on a 2-core machine shared with two Atari runs. {note}
 
 Targets: {targets}
 
@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="the JSON record")
     parser.add_argument("--table", help="also the Markdown table here")
     parser.add_argument("--variants", nargs="+", help="only these (names as in the table)")
+    parser.add_argument("--note", default="", help="where the runs' code came from, where not the commit that "
+                                                   "writes the record (kept in the record and the page)")
     args = parser.parse_args(argv)
     out = pathlib.Path(args.out)
     records = json.loads(out.read_text())["runs"] if out.is_file() else []
@@ -117,11 +119,12 @@ def main(argv: list[str] | None = None) -> int:
         for seed in SEEDS:
             records = [r for r in records if (r["variant"], r["seed"]) != (name, seed)]
             records.append(_record(name, env, extra, target, seed, pathlib.Path(args.logdir)))
-            write_json(out, {"commit": _commit(), "seeds": list(SEEDS), "targets": {v[0]: v[4] for v in VARIANTS},
-                             "runs": records})
+            write_json(out, {"commit": _commit(), "note": args.note, "seeds": list(SEEDS),
+                             "targets": {v[0]: v[4] for v in VARIANTS}, "runs": records})
             if args.table:
                 targets = "; ".join(f"{v[0]}: {v[4]}" for v in VARIANTS)
-                atomic_write(pathlib.Path(args.table), PAGE.format(commit=_commit(), targets=targets) + _table(records))
+                page = PAGE.format(commit=_commit(), targets=targets, note=args.note)
+                atomic_write(pathlib.Path(args.table), page + _table(records))
     return 0
 
 
