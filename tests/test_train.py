@@ -183,7 +183,7 @@ def test_a_run_on_an_env_a_script_registered_evaluates_with_import(tmp_path):
 
 
 @pytest.mark.slow
-def test_an_image_env_gets_a_cnn_that_fits_learns_from_the_image_and_a_cnn_too_big_is_refused(run_cmd, tmp_path):
+def test_an_image_env_gets_a_cnn_that_fits_learns_from_the_image_and_a_cnn_too_big_is_refused(tmp_path):
     """tests/image_envs.py's 32x32x3 uint8 env: the generic config's MLP gives way to auto, which picks
     small_cnn (the Nature CNN needs 36 pixels a side); frames are stored as uint8; the agent learns to read
     the image; the export takes the env's own [H, W, C] images."""
@@ -192,9 +192,9 @@ def test_an_image_env_gets_a_cnn_that_fits_learns_from_the_image_and_a_cnn_too_b
     config = config_lib.resolve_config([], {"env.id": "tests.image_envs:ColorSide-v0"})
     assert config.network.kind == "auto"
     # Each image's side pays at once, so gamma 0 and 1-step targets learn it fastest (10 of 10 after 500 updates)
-    result = run_cmd("tfdqn.train", "--env", "tests.image_envs:ColorSide-v0", "--total-steps", "1000",
-                     "--learning-starts", "500", "--set", "learner.gamma=0", "--set", "learner.n_step=1",
-                     "--set", "run.eval_every=0", "--quiet", "--logdir", str(tmp_path), "--run-name", "r", timeout=600)
+    result = train_in_process("--env", "tests.image_envs:ColorSide-v0", "--total-steps", "1000",
+                              "--learning-starts", "500", "--set", "learner.gamma=0", "--set", "learner.n_step=1",
+                              "--set", "run.eval_every=0", "--quiet", "--logdir", str(tmp_path), "--run-name", "r")
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert summary["final_eval_return_mean"] >= 9, summary["final_eval_returns"]  # random: 5, reading the image: 10
@@ -205,8 +205,8 @@ def test_an_image_env_gets_a_cnn_that_fits_learns_from_the_image_and_a_cnn_too_b
     import tfdqn
     policy = tfdqn.load_policy(tmp_path / "r" / "policy")
     assert policy.observation_shape == (32, 32, 3) and policy.act(np.zeros((5, 32, 32, 3), np.uint8)).shape == (5,)
-    refused = run_cmd("tfdqn.train", "--env", "tests.image_envs:ColorSide-v0", "--set", "network.kind=nature_cnn",
-                      "--logdir", str(tmp_path), "--run-name", "n", timeout=300)
+    refused = train_in_process("--env", "tests.image_envs:ColorSide-v0", "--set", "network.kind=nature_cnn",
+                               "--logdir", str(tmp_path), "--run-name", "n")
     assert refused.returncode == 2 and refused.stderr.strip() == (
         "python -m tfdqn.train: error: network.kind = nature_cnn needs frames of at least 36x36 (its 8x8/4, 4x4/2 "
         "and 3x3/1 valid convolutions); this env's are 32x32; allowed: network.kind = small_cnn or auto")
