@@ -9,7 +9,6 @@ and a Markdown table. A finished run (its summary.json) is read, not run again, 
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import pathlib
@@ -18,6 +17,7 @@ import subprocess
 import sys
 
 from tfdqn.atomic import atomic_write, write_json
+from tfdqn.cli import OneLineErrorParser, run_cli
 
 # (name, env, extra train arguments, target the evaluation mean must reach, what the target means)
 VARIANTS = [
@@ -102,15 +102,18 @@ def _table(records: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog="python -m tools.own_envs", description=__doc__.splitlines()[0])
     parser.add_argument("--logdir", default="runs/own-envs")
     parser.add_argument("--out", required=True, help="the JSON record")
-    parser.add_argument("--table", help="also the Markdown table here")
+    parser.add_argument("--table", help="also the Markdown page here")
     parser.add_argument("--variants", nargs="+", help="only these (names as in the table)")
     parser.add_argument("--note", default="", help="where the runs' code came from, where not the commit that "
                                                    "writes the record (kept in the record and the page)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _main(args) -> int:
     out = pathlib.Path(args.out)
     records = json.loads(out.read_text())["runs"] if out.is_file() else []
     for name, env, extra, target, _ in VARIANTS:
@@ -133,4 +136,4 @@ def _commit() -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_cli(build_parser(), _main, None))
