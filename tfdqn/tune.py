@@ -29,7 +29,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
                     "reported as they land, so weak trials are stopped early. Workers on this machine (--workers) "
                     "or on others (the same --storage and --study) share one study.")
     parser.add_argument("--env", required=True, help="the env every trial trains on (as tfdqn.train's --env)")
-    parser.add_argument("--preset", choices=list(PRESETS), help="a preset under every trial")
+    parser.add_argument("--preset", choices=list(PRESETS), metavar="NAME",
+                        help=f"a preset under every trial: {', '.join(PRESETS)}")
     parser.add_argument("--config", action="append", default=[], metavar="FILE", help="YAML config file (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a fixed config value")
     parser.add_argument("--param", action="append", default=[], metavar="KEY=DIST", help=f"a tuned key: {ALLOWED}")

@@ -50,7 +50,8 @@ from tfdqn.extras import require
 
 def build_parser(prog: str = "tfdqn atari100k") -> OneLineErrorParser:
     parser = OneLineErrorParser(prog=prog, description=__doc__.split("\n\n")[0])
-    parser.add_argument("--preset", required=True, choices=sorted(PRESETS), help="the recipe (der, drq_eps)")
+    parser.add_argument("--preset", required=True, choices=sorted(PRESETS), metavar="NAME",
+                        help=f"the recipe (der, drq_eps; any of {', '.join(sorted(PRESETS))})")
     parser.add_argument("--games", nargs="+", default=["Alien", "Breakout", "Krull", "Pong"],
                         help=f"Atari 100k games (of {len(SCORES)})")
     parser.add_argument("--seeds", type=number(int), nargs="+", default=[0, 1], help="runs per game")

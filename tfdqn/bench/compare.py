@@ -59,7 +59,8 @@ def build_parser(prog: str = "tfdqn compare") -> argparse.ArgumentParser:
     parser.add_argument("--warmup-windows", type=number(int), default=1, metavar="W",
                         help="summary windows after learning_starts left out of the averages (default 1)")
     parser.add_argument("--seed", type=number(int), default=0, help="seed of every run (default 0)")
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="a preset on top of the env's config")
+    parser.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
+                        help=f"a preset on top of the env's config: {', '.join(sorted(PRESETS))}")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for the runs, CSV, table and figure")
     parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")

@@ -40,7 +40,8 @@ def build_parser(prog: str = "tfdqn time-to-score") -> OneLineErrorParser:
     parser.add_argument("--game", required=True, help="an ALE game (Pong, Breakout, ...)")
     parser.add_argument("--seeds", type=number(int), nargs="+", default=[0], help="one run per seed")
     parser.add_argument("--target", type=number(float), required=True, help="evaluation mean return that counts as reached")
-    parser.add_argument("--preset", choices=sorted(PRESETS), help="a preset on top of the game's config")
+    parser.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
+                        help=f"a preset on top of the game's config: {', '.join(sorted(PRESETS))}")
     parser.add_argument("--config", action="append", default=[], metavar="FILE", help="YAML config file (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--total-steps", type=number(int), help="env steps at most, per run (default: the config's)")
