@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from tfdqn.agent.legal_actions import masked_q
+
 
 def scaled_log_policy(q_values: tf.Tensor, tau: float, legal: tf.Tensor | None = None) -> tf.Tensor:
     """[B, A]: tau * log softmax(q / tau), over the legal actions where `legal` is given (the others' values
     are then meaningless and must be masked by the caller)."""
     q_values = tf.convert_to_tensor(q_values)
     if legal is not None:
-        q_values = tf.where(legal, q_values, tf.fill(tf.shape(q_values), q_values.dtype.min))
+        q_values = masked_q(q_values, legal)
     centred = q_values - tf.reduce_max(q_values, axis=-1, keepdims=True)
     return centred - tau * tf.reduce_logsumexp(centred / tau, axis=-1, keepdims=True)
 

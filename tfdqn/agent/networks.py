@@ -204,9 +204,8 @@ def encoded_network(layout, kind: str, num_actions: int, hidden_sizes: tuple, dt
     for part, x in zip(images, pixels):
         side = min(part.shape[:2] if part.image == "hwc" else part.shape[-2:])
         chosen = _cnn_for(kind, side, part.shape, conv_padding)
-        bodies = {"nature_cnn": lambda: _nature_body(layers, x, conv_padding), "small_cnn": lambda: _small_body(layers, x),
-                  "impala": lambda: _impala_body(layers, x)}
-        features.append(bodies[chosen]())
+        features.append(_nature_body(layers, x, conv_padding) if chosen == "nature_cnn" else
+                        _impala_body(layers, x) if chosen == "impala" else _small_body(layers, x))
     x = features[0] if len(features) == 1 else keras.layers.Concatenate(dtype=policy)(features)
     for units in hidden_sizes[:-1]:
         x = layers.dense(units, activation="relu")(x)

@@ -82,8 +82,5 @@ def encode(layout: ObservationLayout, inputs: dict) -> tf.Tensor:
 
 def input_specs(layout: ObservationLayout) -> dict:
     """Part name -> TensorSpec of a batch of it as the env gives it: an exported policy's inputs."""
-    return {part.name: tf.TensorSpec([None, *part.shape], _input_dtype(part), name=part.name) for part in layout.parts}
-
-
-def _input_dtype(part: Part) -> tf.DType:
-    return tf.as_dtype(part.input_dtype)
+    return {part.name: tf.TensorSpec([None, *part.shape], tf.as_dtype(part.input_dtype), name=part.name)
+            for part in layout.parts}
