@@ -51,7 +51,13 @@ def test_set_values_are_typed_by_their_field():
     ({"run.training_interval": 0.001234}, "run.training_interval = 0.001234 is out of range"),
     ({"replay.sampler": "rank"}, "replay.sampler = 'rank' is out of range; allowed: uniform, prioritized"),
     ({"replay.importance_exponent": 1.5}, "replay.importance_exponent = 1.5"),
-    ({"learner.loss": "iqn"}, "learner.loss = 'iqn' is out of range; allowed: huber, categorical, quantile"),
+    ({"learner.loss": "iqn"}, "learner.loss = 'iqn' is out of range; allowed: huber, categorical, quantile, "
+                              "implicit_quantile"),
+    ({"learner.num_tau_samples": 0}, "learner.num_tau_samples = 0 is out of range; allowed: an integer >= 1"),
+    ({"learner.munchausen": True, "learner.loss": "quantile"},
+     "learner.munchausen = True with learner.loss = 'quantile': Munchausen's soft target is built here for the Huber "
+     "loss (M-DQN) and IQN's (M-IQN); allowed: learner.loss = huber or implicit_quantile, or learner.munchausen = "
+     "False"),
     ({"learner.v_min": 5.0, "learner.v_max": 5.0}, "learner.v_max = 5.0 is out of range; allowed: a number > learner.v_min"),
     ({"learner.num_atoms": 1}, "learner.num_atoms = 1"),
     ({"network.noisy_sigma0": 0}, "network.noisy_sigma0 = 0"),

@@ -66,11 +66,13 @@ def test_graph_sampler_draws_only_sampleable_slots_and_repeats_for_a_seed(stack_
         np.testing.assert_array_equal(a, b)
 
 
-def test_replay_fed_fused_updates_trace_once():
+@pytest.mark.parametrize("loss", ["huber", "implicit_quantile"])
+def test_replay_fed_fused_updates_trace_once(loss):
     from tfdqn import config as config_lib
     from tfdqn.agent.agent import make_agent
 
-    config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {})
+    config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {"learner.loss": loss,
+                                                                                 "learner.num_tau_samples": 8})
     agent = make_agent(config, (4,), np.float32, 2)
     ring = DeviceReplay(256, (4,), np.float32)
     rng = np.random.default_rng(0)

@@ -9,7 +9,8 @@ import pytest
 from tfdqn import config as config_lib
 from tfdqn.agent.agent import make_agent
 
-COMBINATIONS = list(itertools.product(["huber", "categorical", "quantile"], [False, True], [False, True]))
+COMBINATIONS = [*itertools.product(["huber", "categorical", "quantile"], [False, True], [False, True]),
+                ("implicit_quantile", False, False), ("implicit_quantile", True, True)]
 
 
 def _batch(rng, leading, observation_shape, dtype):
@@ -41,7 +42,8 @@ def _check_traces(agent, observation_shape, dtype):
 def test_every_head_and_loss_runs_on_one_trace_per_function(loss, dueling, noisy):
     config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
         "learner.loss": loss, "network.dueling": dueling, "network.noisy": noisy, "learner.num_atoms": 11,
-        "learner.num_quantiles": 8, "network.hidden_sizes": [16, 16], "compute.update_jit_compile": False})
+        "learner.num_quantiles": 8, "network.hidden_sizes": [16, 16], "compute.update_jit_compile": False,
+        "learner.num_tau_samples": 4, "learner.num_tau_prime_samples": 5, "learner.num_quantile_samples": 3})
     _check_traces(make_agent(config, (4,), np.float32, 2), (4,), np.float32)
 
 
@@ -51,12 +53,21 @@ def test_the_rainbow_update_with_augmentation_on_atari_frames_runs_on_one_trace(
     _check_traces(make_agent(config, (4, 84, 84), np.uint8, 2), (4, 84, 84), np.uint8)
 
 
-@pytest.mark.parametrize("dueling, noisy", [(False, False), (True, True)])
-def test_munchausen_runs_on_one_trace_per_function_with_each_head(dueling, noisy):
+@pytest.mark.parametrize("loss, dueling, noisy", [("huber", False, False), ("huber", True, True),
+                                                   ("implicit_quantile", True, False)])
+def test_munchausen_runs_on_one_trace_per_function_with_each_head(loss, dueling, noisy):
     config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
-        "learner.munchausen": True, "network.dueling": dueling, "network.noisy": noisy,
+        "learner.munchausen": True, "learner.loss": loss, "network.dueling": dueling, "network.noisy": noisy,
+        "learner.num_tau_samples": 4, "learner.num_tau_prime_samples": 5, "learner.num_quantile_samples": 3,
         "network.hidden_sizes": [16, 16], "compute.update_jit_compile": True})
     _check_traces(make_agent(config, (4,), np.float32, 2), (4,), np.float32)
+
+
+def test_the_iqn_update_with_augmentation_on_atari_frames_runs_on_one_trace():
+    config = config_lib.resolve_config([], {"env.id": "Pong", "env.screen_size": 42, "learner.augment_pad": 4,
+                                            "learner.num_tau_samples": 8, "learner.num_tau_prime_samples": 8,
+                                            "learner.double_dqn": True, "network.dueling": True}, preset="iqn")
+    _check_traces(make_agent(config, (4, 42, 42), np.uint8, 2), (4, 42, 42), np.uint8)
 
 
 def test_the_impala_network_with_munchausen_and_drq_augmentation_runs_on_one_trace_per_function():

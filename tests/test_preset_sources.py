@@ -64,7 +64,7 @@ SOURCES = {
                    "network.dueling": False, "network.noisy": False, "replay.sampler": "uniform",
                    "learner.gamma": 0.99, "learner.n_step": 1, "run.learning_starts": 20_000,
                    "run.training_interval": 4.0, "learner.target_update_period": 2_000,
-                   "learner.target_update_phase": 0, "exploration.epsilon_start": 1.0,
+                   "learner.target_update_phase": 5_000, "exploration.epsilon_start": 1.0,
                    "exploration.epsilon_end": 0.01, "exploration.epsilon_delay_steps": 20_000,
                    "exploration.epsilon_decay_steps": 250_000, "exploration.eval_epsilon": 0.001,
                    "learner.optimizer": "adam", "learner.learning_rate": 5e-5, "learner.adam_epsilon": 3.125e-4,
@@ -76,6 +76,20 @@ SOURCES = {
                    "network.conv_padding": "same", "run.env_steps_per_round": 1, "run.num_envs": 1,
                    "run.async_learner": False, "replay.prefetch": False, "actors.kind": "inline",
                    "learner.augment_pad": 0, "learner.augment_intensity": 0.0},
+    "iqn": {"learner.loss": "implicit_quantile", "learner.num_tau_samples": 64, "learner.num_tau_prime_samples": 64,
+            "learner.num_quantile_samples": 32, "learner.quantile_embedding_dim": 64, "learner.munchausen": False,
+            "learner.double_dqn": False, "network.dueling": False, "network.noisy": False, "replay.sampler": "uniform",
+            "learner.gamma": 0.99, "learner.n_step": 3, "run.learning_starts": 20_000, "run.training_interval": 4.0,
+            "learner.target_update_period": 2_000, "learner.target_update_phase": 5_000,
+            "exploration.epsilon_start": 1.0, "exploration.epsilon_end": 0.01, "exploration.epsilon_delay_steps": 20_000,
+            "exploration.epsilon_decay_steps": 250_000, "exploration.eval_epsilon": 0.001, "learner.optimizer": "adam",
+            "learner.learning_rate": 5e-5, "learner.adam_epsilon": 3.125e-4, "learner.learning_rate_decay_updates": 0,
+            "learner.max_grad_norm": 0.0, "learner.clip_rewards": True, "replay.capacity": 1_000_000,
+            "replay.batch_size": 32, "env.terminal_on_life_loss": False, "env.fire_on_reset": False, "env.noop_max": 0,
+            "env.repeat_action_probability": 0.25, "env.frame_skip": 4, "env.screen_size": 84, "env.frame_stack": 4,
+            "env.max_episode_frames": 108_000, "network.kind": "nature_cnn", "network.conv_padding": "same",
+            "run.env_steps_per_round": 1, "run.num_envs": 1, "run.async_learner": False, "replay.prefetch": False,
+            "actors.kind": "inline", "learner.augment_pad": 0, "learner.augment_intensity": 0.0},
 }
 
 # Keys that differ on purpose, each with the difference the preset lists for it.
@@ -90,6 +104,9 @@ DIFFERENT = {
     "munchausen": {**{key: "evaluation" for key in ("run.eval_every", "run.eval_episodes", "run.final_eval_episodes",
                                                     "run.target_return")},
                    "run.total_steps": "training length"},
+    "iqn": {**{key: "evaluation" for key in ("run.eval_every", "run.eval_episodes", "run.final_eval_episodes",
+                                             "run.target_return")},
+            "run.total_steps": "training length"},
 }
 
 # Keys the recipe does not read, and why.
@@ -99,8 +116,10 @@ _PRIORITIES = {key: "uniform sampling" for key in ("replay.priority_exponent", "
 _NO_PERIODIC_EVALUATION = {"run.eval_episodes": "run.eval_every = 0", "run.target_return": "run.eval_every = 0"}
 _EPSILON_ZERO = {"exploration.epsilon_decay_steps": "epsilon 0 throughout",
                  "exploration.epsilon_delay_steps": "epsilon 0 throughout"}
+_IQN_KEYS = {f"learner.{key}": "implicit quantile loss only" for key in (
+    "num_tau_samples", "num_tau_prime_samples", "num_quantile_samples", "quantile_embedding_dim")}
 _COMMON_UNUSED = {"network.hidden_sizes": "mlp only", "learner.num_quantiles": "quantile loss only",
-                  "learner.learning_rate_end": "no step-size decay",
+                  "learner.learning_rate_end": "no step-size decay", **_IQN_KEYS,
                   **{f"learner.munchausen_{key}": "no Munchausen target" for key in ("tau", "alpha", "clip")}}
 UNUSED = {
     "drq_eps": {**_COMMON_UNUSED, **_DISTRIBUTIONAL, **_PRIORITIES, **_NO_PERIODIC_EVALUATION,
@@ -110,13 +129,15 @@ UNUSED = {
     "munchausen": {**{k: v for k, v in _COMMON_UNUSED.items() if not k.startswith("learner.munchausen")},
                    **_DISTRIBUTIONAL, **_PRIORITIES, "network.noisy_sigma0": "no noisy layers",
                    "learner.double_dqn": "the soft target takes no next action"},
+    "iqn": {**{k: v for k, v in _COMMON_UNUSED.items() if k not in _IQN_KEYS}, **_DISTRIBUTIONAL, **_PRIORITIES,
+            "network.noisy_sigma0": "no noisy layers", "learner.huber_delta": "the quantile Huber loss's kappa is 1"},
 }
 # Keys the source leaves open, and tfdqn's choice.
 UNSTATED = {"drq_eps": {}, "der": {}, "rainbow": {"replay.priority_epsilon": "1e-6, so no priority is 0"},
-            "munchausen": {}}
+            "munchausen": {}, "iqn": {}}
 
 
-@pytest.mark.parametrize("preset", ["rainbow", "der", "drq_eps", "munchausen"])
+@pytest.mark.parametrize("preset", ["rainbow", "der", "drq_eps", "munchausen", "iqn"])
 def test_every_value_of_a_published_preset_is_its_sources_or_a_listed_difference(preset):
     config = config_lib.to_dict(config_lib.resolve_config([], {"env.id": "Breakout"}, preset))
     values = {f"{section}.{key}": value for section, fields in config.items() for key, value in fields.items()}
@@ -138,6 +159,6 @@ def test_no_preset_sets_an_epsilon_its_noisy_nets_would_make_dead():
 
 def test_docs_list_each_difference_from_the_reference_run():
     text = (REPO / "docs" / "atari.md").read_text()
-    for preset in ("rainbow", "der", "drq_eps", "munchausen"):
+    for preset in ("rainbow", "der", "drq_eps", "munchausen", "iqn"):
         for difference in PRESETS[preset].differences:
             assert f"- {difference.line()}\n" in text, (preset, difference.what)

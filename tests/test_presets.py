@@ -79,7 +79,7 @@ def test_noisy_nets_explore_without_epsilon_unless_told_otherwise():
 def test_an_unknown_preset_and_a_shift_on_vector_observations_are_one_line_errors(tmp_path, run_cmd):
     result = run_cmd("tfdqn.train", "--env", "CartPole", "--preset", "dqn++", "--print-config")
     assert result.returncode == 2 and result.stderr.strip() == (
-        "python -m tfdqn.train: error: --preset 'dqn++' is not a preset; allowed: rainbow, der, drq_eps, munchausen, atari_cpu")
+        "python -m tfdqn.train: error: --preset 'dqn++' is not a preset; allowed: rainbow, der, drq_eps, munchausen, iqn, atari_cpu")
     result = run_cmd("tfdqn.train", *SMALL_CARTPOLE, "--preset", "drq_eps", "--set", "learner.augment_pad=4",
                      "--logdir", str(tmp_path), "--run-name", "r")
     error = result.stderr.strip().splitlines()
@@ -87,20 +87,24 @@ def test_an_unknown_preset_and_a_shift_on_vector_observations_are_one_line_error
     assert not (tmp_path / "r").exists()  # refused before anything is written
 
 
+SHORT_PONG = {"env.id": "Pong", "run.total_steps": 120, "run.learning_starts": 100, "replay.capacity": 1000,
+              "run.final_eval_episodes": 1, "env.max_episode_frames": 200, "run.log_every": 120,
+              "run.checkpoint_every": 0}
+
+
 @pytest.mark.slow
-def test_each_preset_trains_a_short_atari_run(tmp_path):
-    for preset in PRESETS:
-        config = config_lib.resolve_config([], {
-            "env.id": "Pong", "run.total_steps": 120, "run.learning_starts": 100, "replay.capacity": 1000,
-            "run.final_eval_episodes": 1, "env.max_episode_frames": 200, "run.log_every": 120,
-            "run.checkpoint_every": 0}, preset)
-        summary = tfdqn.train(config, tmp_path / preset, quiet=True)
-        assert summary["updates"] == int(20 / config.run.training_interval) and summary["final_eval_episodes"] == 1
-        assert config.learner.n_step == {"rainbow": 3, "der": 10, "drq_eps": 10, "munchausen": 1, "atari_cpu": 3}[preset]
-    # The IMPALA network in place of the Nature CNN, with DrQ(epsilon)'s augmentation, dueling head and 10-step targets
-    config = config_lib.resolve_config([], {
-        "env.id": "Pong", "run.total_steps": 120, "run.learning_starts": 100, "replay.capacity": 1000,
-        "run.final_eval_episodes": 1, "env.max_episode_frames": 200, "run.log_every": 120, "run.checkpoint_every": 0,
-        "network.kind": "impala"}, "drq_eps")
+@pytest.mark.parametrize("preset", PRESETS)
+def test_each_preset_trains_a_short_atari_run(tmp_path, preset):
+    config = config_lib.resolve_config([], SHORT_PONG, preset)
+    summary = tfdqn.train(config, tmp_path / preset, quiet=True)
+    assert summary["updates"] == int(20 / config.run.training_interval) and summary["final_eval_episodes"] == 1
+    assert config.learner.n_step == {"rainbow": 3, "der": 10, "drq_eps": 10, "munchausen": 1, "iqn": 3,
+                                     "atari_cpu": 3}[preset]
+
+
+@pytest.mark.slow
+def test_the_impala_network_trains_a_short_atari_run_in_place_of_the_nature_cnn(tmp_path):
+    """With DrQ(epsilon)'s augmentation, dueling head and 10-step targets."""
+    config = config_lib.resolve_config([], {**SHORT_PONG, "network.kind": "impala"}, "drq_eps")
     summary = tfdqn.train(config, tmp_path / "impala", quiet=True)
     assert summary["updates"] == 20 and summary["final_eval_episodes"] == 1

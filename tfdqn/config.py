@@ -140,12 +140,20 @@ class LearnerConfig:
                                        "returns stay raw; Mnih et al. 2015)")
     n_step: int = _field(1, "rewards summed before bootstrapping: gamma^j-weighted over up to n steps of the "
                             "episode (Hessel et al. 2018 use 3)")
-    loss: str = _field("huber", "huber (DQN, Mnih et al. 2015), categorical (C51, Bellemare et al. 2017) or "
-                                "quantile (QR-DQN, Dabney et al. 2018)")
+    loss: str = _field("huber", "huber (DQN, Mnih et al. 2015), categorical (C51, Bellemare et al. 2017), "
+                                "quantile (QR-DQN, Dabney et al. 2018) or implicit_quantile (IQN, Dabney et al. "
+                                "2018)")
     num_atoms: int = _field(51, "categorical: atoms of the return distribution (Bellemare et al. 2017)")
     v_min: float = _field(-10.0, "categorical: lowest atom, in return units (Bellemare et al. 2017)")
     v_max: float = _field(10.0, "categorical: highest atom, in return units (Bellemare et al. 2017)")
     num_quantiles: int = _field(200, "quantile: quantiles of the return distribution (Dabney et al. 2018)")
+    num_tau_samples: int = _field(64, "implicit_quantile: N, fractions sampled for the online quantiles of each "
+                                      "sample")
+    num_tau_prime_samples: int = _field(64, "implicit_quantile: N', fractions sampled for the target quantiles")
+    num_quantile_samples: int = _field(32, "implicit_quantile: K, fixed fractions (2k + 1) / 2K whose quantiles' "
+                                           "mean is the Q that acting, evaluation and export read")
+    quantile_embedding_dim: int = _field(64, "implicit_quantile: cosines cos(pi i tau), i = 1..n, embedding each "
+                                             "fraction")
     augment_pad: int = _field(0, "image observations: random shift, replicate-pad this many pixels and crop back, "
                                  "drawn independently for observation and next observation (DrQ, Kostrikov et "
                                  "al. 2021: 4); 0: off")
@@ -153,7 +161,7 @@ class LearnerConfig:
                                            "per sample (DrQ(epsilon), Agarwal et al. 2021: 0.05); 0: off")
     munchausen: bool = _field(False, "Munchausen-DQN's target (Vieillard et al. 2020): the target network's "
                                      "soft value, plus alpha times the clipped tau * log-policy of the action taken; "
-                                     "with loss huber")
+                                     "with loss huber (M-DQN) or implicit_quantile (M-IQN)")
     munchausen_tau: float = _field(0.03, "munchausen: softmax temperature tau of the target policy (the paper's Atari "
                                          "value)")
     munchausen_alpha: float = _field(0.9, "munchausen: scale alpha of the log-policy term (the paper's Atari value)")
@@ -526,7 +534,7 @@ def validate(c: DQNConfig) -> None:
                 ("env.max_episode_frames", c.env.max_episode_frames),
                 ("run.final_eval_episodes", c.run.final_eval_episodes),
                 ("run.eval_episodes", c.run.eval_episodes), ("run.num_envs", c.run.num_envs),
-                ("learner.num_quantiles", c.learner.num_quantiles)]
+                *((f"learner.{key}", getattr(c.learner, key)) for key in QUANTILE_COUNTS)]
     for key, value in positive:
         _check(value >= 1, key, value, "an integer >= 1")
     non_negative = [("run.learning_starts", c.run.learning_starts), ("run.seed", c.run.seed),
@@ -620,13 +628,16 @@ def _validate_family(c: DQNConfig) -> None:
     _check(l.munchausen_tau > 0, "learner.munchausen_tau", l.munchausen_tau, "a number > 0")
     _check(l.munchausen_alpha >= 0, "learner.munchausen_alpha", l.munchausen_alpha, "a number >= 0")
     _check(l.munchausen_clip < 0, "learner.munchausen_clip", l.munchausen_clip, "a number < 0")
-    if l.munchausen and l.loss != "huber":
+    if l.munchausen and l.loss not in MUNCHAUSEN_LOSSES:
         raise UserError(f"config key learner.munchausen = True with learner.loss = {l.loss!r}: Munchausen's soft "
-                        f"target is built here for the Huber loss (M-DQN); allowed: learner.loss = 'huber', or "
-                        f"learner.munchausen = False")
+                        f"target is built here for the Huber loss (M-DQN) and IQN's (M-IQN); allowed: learner.loss = "
+                        f"{' or '.join(MUNCHAUSEN_LOSSES)}, or learner.munchausen = False")
 
 
-LOSSES = ("huber", "categorical", "quantile")
+LOSSES = ("huber", "categorical", "quantile", "implicit_quantile")
+MUNCHAUSEN_LOSSES = ("huber", "implicit_quantile")
+QUANTILE_COUNTS = ("num_quantiles", "num_tau_samples", "num_tau_prime_samples", "num_quantile_samples",
+              "quantile_embedding_dim")
 
 
 def interval_fraction(training_interval: float) -> fractions.Fraction | None:

@@ -137,6 +137,11 @@ def _atari_100k(gin: str, line: dict) -> dict:
     }
 
 
+_DOPAMINE_LENGTH = Difference("training length", "200 iterations of 250,000 agent steps (50M)",
+                              "atari.yaml's 10M agent steps (--total-steps sets it)", "a fifth of the paper's training")
+_DOPAMINE_EVALUATION = Difference("evaluation", "125,000 agent steps at epsilon 0.001 after each iteration",
+                                  "atari.yaml's: 10 games every 250,000 agent steps at epsilon 0.001",
+                                  "the best network is picked as tfdqn picks it")
 _CAPACITY = Difference("replay capacity", "1,000,000 transitions (\"a proxy for unbounded memory\")",
                        "200,000", "none: both hold every transition of the 100,000 steps, as each step takes at "
                                   "most two slots; 1.4 GB of frames instead of 7 GB")
@@ -156,7 +161,7 @@ _LIFE_LOSS = Difference("the step that loses a life", "cut short at the frame th
                         "not measured; 4 to 7 frames per life outside the agent's choice")
 _ADAM = Difference("Adam's epsilon", "added to the square root of the bias-corrected second moment (optax)",
                    "added before the bias correction (Keras)", "a larger effective epsilon early on: 31x at the "
-                   "first update, 1.26x at 1,000, the same from about 5,000 of the 98,400 updates")
+                   "first update, 1.26x at 1,000, the same from about 5,000 updates on")
 _SAMPLING = Difference("prioritized draws", "independent", "stratified: one in each of 32 equal segments",
                        "less variance within a batch, the same distribution")
 _SHIFTS = Difference("DrQ's random shift and intensity", "shifts -4 to +3 (the crop's offset is drawn in [0, 8)), "
@@ -216,6 +221,51 @@ _MDQN_LINES = {"MunchausenDQNAgent.gamma": 8, "MunchausenDQNAgent.update_horizon
 
 def _mdqn(binding: str, value) -> Cited:
     return _gin(_MDQN_GIN, _MDQN_LINES, binding, value)
+
+
+# Dopamine's Atari protocol (discrete_domains/atari_lib.py and run_experiment.py, which its TensorFlow and JAX
+# agents share), as M-DQN's and IQN's reference runs play it.
+_DOPAMINE_ATARI = {
+    "env.fire_on_reset": Cited(False, "dopamine/discrete_domains/atari_lib.py create_atari_environment: no FIRE "
+                                      "pressed for the agent"),
+    "env.noop_max": Cited(0, "dopamine/discrete_domains/atari_lib.py: no no-op start (sticky actions instead)"),
+    "env.frame_skip": Cited(4, "dopamine/discrete_domains/atari_lib.py AtariPreprocessing frame_skip=4"),
+    "env.screen_size": Cited(84, "dopamine/discrete_domains/atari_lib.py AtariPreprocessing screen_size=84"),
+    "env.frame_stack": Cited(4, "dopamine/discrete_domains/atari_lib.py NATURE_DQN_STACK_SIZE = 4"),
+    "learner.clip_rewards": Cited(True, "dopamine/discrete_domains/run_experiment.py Runner: each reward clipped to "
+                                        "[-1, 1] for the agent"),
+    "exploration.epsilon_start": Cited(1.0, "linearly_decaying_epsilon (dqn_agent.py) begins at 1"),
+    "exploration.epsilon_delay_steps": Cited(20_000, "linearly_decaying_epsilon (dqn_agent.py) holds 1 through "
+                                                     "warmup_steps = min_replay_history"),
+    "learner.target_update_phase": Cited(5_000, "dqn_agent.py _train_step: a copy when the agent steps counted from "
+                                                "step 0 are a multiple of target_update_period, so after 20,000 / 4 = "
+                                                "5,000 updates' worth of warm-up"),
+    "run.env_steps_per_round": Cited(1, "dqn_agent.py _train_step: an update every update_period agent steps"),
+    "run.num_envs": Cited(1, "dopamine/discrete_domains/run_experiment.py: one environment")}
+# IQN's reference run: Dopamine's JAX agent (google/dopamine 5873f54)
+_IQN_GIN = "jax/agents/implicit_quantile/configs/implicit_quantile.gin"
+_IQN_AGENT = "jax/agents/implicit_quantile/implicit_quantile_agent.py"
+_IQN_NETWORK = "jax/networks.py:381-429 ImplicitQuantileNetwork"
+_IQN_BINDINGS = {  # key -> (the binding in implicit_quantile.gin, its line, its value)
+    "learner.num_tau_samples": ("JaxImplicitQuantileAgent.num_tau_samples", 9, 64),
+    "learner.num_tau_prime_samples": ("JaxImplicitQuantileAgent.num_tau_prime_samples", 10, 64),
+    "learner.num_quantile_samples": ("JaxImplicitQuantileAgent.num_quantile_samples", 11, 32),
+    "learner.gamma": ("JaxImplicitQuantileAgent.gamma", 12, 0.99),
+    "learner.n_step": ("JaxImplicitQuantileAgent.update_horizon", 13, 3),
+    "run.learning_starts": ("JaxImplicitQuantileAgent.min_replay_history", 14, 20_000),
+    "run.training_interval": ("JaxImplicitQuantileAgent.update_period", 15, 4),
+    "exploration.epsilon_end": ("JaxImplicitQuantileAgent.epsilon_train", 17, 0.01),
+    "exploration.eval_epsilon": ("JaxImplicitQuantileAgent.epsilon_eval", 18, 0.001),
+    "exploration.epsilon_decay_steps": ("JaxImplicitQuantileAgent.epsilon_decay_period", 19, 250_000),
+    "learner.optimizer": ("JaxImplicitQuantileAgent.optimizer", 20, "adam"),
+    "learner.learning_rate": ("create_optimizer.learning_rate", 21, 5e-5),
+    "learner.adam_epsilon": ("create_optimizer.eps", 22, 3.125e-4),
+    "replay.capacity": ("ReplayBuffer.max_capacity", 35, 1_000_000),
+    "replay.batch_size": ("ReplayBuffer.batch_size", 36, 32)}
+
+
+def _iqn(binding: str, line: int, value) -> Cited:
+    return Cited(value, f"{_IQN_GIN}:{line} {binding} = {value}")
 
 
 _PRIORITIES = "labs/atari_100k/atari_100k_rainbow_agent.py:221 priorities sqrt(loss + 1e-10)"
@@ -329,46 +379,65 @@ PRESETS = {
                     "network.noisy": Cited(False, "munchausen_rl/agents/m_dqn.py: epsilon-greedy acting"),
                     "replay.sampler": Cited("uniform", "munchausen_rl/configs/atari.gin: WrappedReplayBuffer, "
                                                        "Dopamine's uniform circular replay")},
-        atari={**{key: _mdqn(binding, value) for key, (binding, value) in _MDQN_BINDINGS.items()},
-               "exploration.epsilon_start": Cited(1.0, "dopamine/agents/dqn/dqn_agent.py linearly_decaying_epsilon "
-                                                       "begins at 1"),
-               "exploration.epsilon_delay_steps": Cited(20_000, "dopamine/agents/dqn/dqn_agent.py linearly_decaying_"
-                                                                "epsilon holds 1 through min_replay_history"),
+        atari={**{key: _mdqn(binding, value) for key, (binding, value) in _MDQN_BINDINGS.items()}, **_DOPAMINE_ATARI,
                "learner.target_update_period": Cited(2_000, f"{_MDQN_GIN}:12 target_update_period = 8000 agent "
                                                             "steps = 2,000 updates at 4 agent steps per update"),
                "learner.adam_epsilon": Cited(3.125e-4, "munchausen_rl/agents/m_dqn.py _build_optimizer: "
                                                        "AdamOptimizer epsilon=0.0003125"),
                "learner.max_grad_norm": Cited(0.0, "dopamine/agents/dqn/dqn_agent.py: optimizer.minimize, no "
                                                    "gradient clipping"),
-               "learner.clip_rewards": Cited(True, "dopamine/discrete_domains/run_experiment.py Runner: each "
-                                                   "reward clipped to [-1, 1] for the agent"),
                "learner.huber_delta": Cited(1.0, "dopamine/agents/dqn/dqn_agent.py: tf.losses.huber_loss, delta 1"),
-               "env.fire_on_reset": Cited(False, "dopamine/discrete_domains/atari_lib.py create_atari_environment: "
-                                                 "no FIRE pressed for the agent"),
-               "env.noop_max": Cited(0, "dopamine/discrete_domains/atari_lib.py: no no-op start (sticky actions "
-                                        "instead)"),
                "env.repeat_action_probability": Cited(0.25, f"{_MDQN_GIN}:72 sticky_actions = True: "
                                                             "NoFrameskip-v0, 0.25"),
-               "env.frame_skip": Cited(4, "dopamine/discrete_domains/atari_lib.py AtariPreprocessing frame_skip=4"),
-               "env.screen_size": Cited(84, "dopamine/discrete_domains/atari_lib.py AtariPreprocessing "
-                                            "screen_size=84"),
-               "env.frame_stack": Cited(4, "dopamine/discrete_domains/atari_lib.py NATURE_DQN_STACK_SIZE = 4"),
                "network.kind": Cited("nature_cnn", "dopamine/discrete_domains/atari_lib.py nature_dqn_network: conv "
                                                    "32 8x8/4, 64 4x4/2, 64 3x3/1, dense 512"),
                "network.conv_padding": Cited("same", "dopamine/discrete_domains/atari_lib.py nature_dqn_network: "
-                                                     "slim.conv2d, whose padding is SAME"),
-               "run.env_steps_per_round": Cited(1, "dopamine/agents/dqn/dqn_agent.py: an update every "
-                                                   "update_period agent steps"),
-               "run.num_envs": Cited(1, "dopamine/discrete_domains/run_experiment.py: one environment")},
+                                                     "slim.conv2d, whose padding is SAME")},
         vector={},
-        differences=(Difference("training length", "200 iterations of 250,000 agent steps (50M)",
-                                "atari.yaml's 10M agent steps (--total-steps sets it)", "a fifth of the paper's "
-                                "training"),
-                     Difference("evaluation", "125,000 agent steps at epsilon 0.001 after each iteration",
-                                "atari.yaml's: 10 games every 250,000 agent steps at epsilon 0.001",
-                                "the best network is picked as tfdqn picks it"),
+        differences=(_DOPAMINE_LENGTH, _DOPAMINE_EVALUATION,
                      Difference("a game cut at 108,000 frames", "stored as terminal (DQNAgent.end_episode)",
                                 "truncated: the target bootstraps", "only games longer than 27,000 agent steps"))),
+    "iqn": Preset(
+        f"Dabney, Ostrovski, Silver and Munos 2018 (IQN), as Dopamine's {_IQN_GIN} runs it ({DOPAMINE})",
+        components={"learner.loss": Cited("implicit_quantile", f"{_IQN_AGENT} JaxImplicitQuantileAgent"),
+                    "learner.quantile_embedding_dim": Cited(64, f"{_IQN_AGENT} quantile_embedding_dim=64; "
+                                                                f"{_IQN_NETWORK}: cos(pi i tau), i = 1..64"),
+                    **{key: _iqn(binding, line, value) for key, (binding, line, value) in _IQN_BINDINGS.items()
+                       if key.startswith("learner.num_")},
+                    "learner.double_dqn": Cited(False, f"{_IQN_AGENT} double_dqn=False"),
+                    "learner.n_step": _iqn("JaxImplicitQuantileAgent.update_horizon", 13, 3),
+                    "learner.munchausen": False,
+                    "network.dueling": Cited(False, f"{_IQN_NETWORK}: one stream"),
+                    "network.noisy": Cited(False, f"{_IQN_NETWORK}: plain dense layers, epsilon-greedy acting"),
+                    "replay.sampler": Cited("uniform", f"{_IQN_AGENT}: replay_scheme is not passed on, so "
+                                                       "JaxDQNAgent's uniform replay")},
+        atari={**{key: _iqn(binding, line, value) for key, (binding, line, value) in _IQN_BINDINGS.items()},
+               **_DOPAMINE_ATARI,
+               "learner.target_update_period": Cited(2_000, f"{_IQN_GIN}:16 target_update_period = 8_000 agent "
+                                                            "steps = 2,000 updates at 4 agent steps per update"),
+               "learner.max_grad_norm": Cited(0.0, "jax/agents/dqn/dqn_agent.py:93 optax.adam, no gradient "
+                                                   "clipping"),
+               "env.repeat_action_probability": Cited(0.25, f"{_IQN_GIN}:26 sticky_actions = True: 0.25"),
+               "env.terminal_on_life_loss": Cited(False, "dopamine/discrete_domains/atari_lib.py "
+                                                         "AtariPreprocessing terminal_on_life_loss=False"),
+               "env.max_episode_frames": Cited(108_000, f"{_IQN_GIN}:33 Runner.max_steps_per_episode = 27_000 "
+                                                        "agent steps of 4 frames"),
+               "network.kind": Cited("nature_cnn", f"{_IQN_NETWORK}: conv 32 8x8/4, 64 4x4/2, 64 3x3/1, then the "
+                                                   "fractions' embedding and a dense 512"),
+               "network.conv_padding": Cited("same", f"{_IQN_NETWORK}: nn.Conv with flax's default padding, SAME")},
+        vector={},
+        differences=(_DOPAMINE_LENGTH,
+                     Difference("evaluation", f"none: {_IQN_GIN}:27 schedule continuous_train reports the returns of "
+                                "the training games", "atari.yaml's: 10 games every 250,000 agent steps at epsilon "
+                                "0.001", "the best network is picked as tfdqn picks it; Dopamine's published IQN "
+                                "curves are training returns"), _ADAM,
+                     Difference("the fractions Q is read at", "K = 32 drawn uniformly at every act call and for the "
+                                "target's next action", "the K = 32 midpoints (2k + 1) / 64 for acting, evaluation "
+                                "and export; the next action from the mean of the N' = 64 target quantiles drawn",
+                                "a greedy policy that repeats; not measured on scores"),
+                     Difference("initial weights", "uniform in +-3^(1/4) / sqrt(fan_in) (variance_scaling 1/sqrt(3), "
+                                "fan_in)", "Glorot uniform, +-sqrt(6 / (fan_in + fan_out)), as every tfdqn network",
+                                "not measured"))),
     "atari_cpu": Preset(
         "tfdqn's sweep for time to a score on a 2-core CPU (docs/atari.md: Pong)",
         # prioritized replay and a dueling head as RLlib's tuned Pong DQN (T5 in the sweep: ahead of T4b, which had

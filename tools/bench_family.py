@@ -6,7 +6,7 @@ times the first on its own (tools/bench.py times all three among its other figur
 
 - `family_update_figures`: one batch-32 Nature-CNN update (Breakout's frames, the atari.yaml config) for
   the plain head, dueling, noisy, C51, QR-DQN, DrQ(epsilon)'s augmentation, the Rainbow preset, Munchausen's
-  target and the IMPALA network in place of the Nature CNN, timed in interleaved rounds, with
+  target, the IMPALA network in place of the Nature CNN, IQN and M-IQN, timed in interleaved rounds, with
   each one's FLOPs, roofline share and cost against the plain update.
 - `prioritized_figures`: prioritized sampling plus the priority update of a batch of 32 at 1,000,000
   slots: the NumPy tree (`PrioritizedSampler`), the in-graph tree (`GraphPrioritizedSampler`, one
@@ -31,7 +31,9 @@ FAMILY = {  # variant -> (config overrides on atari.yaml, preset)
     "plain": ({}, None), "dueling": ({"network.dueling": True}, None), "noisy": ({"network.noisy": True}, None),
     "c51": ({"learner.loss": "categorical"}, None), "qr": ({"learner.loss": "quantile"}, None),
     "augmented": ({"learner.augment_pad": 4, "learner.augment_intensity": 0.05}, None), "rainbow": ({}, "rainbow"),
-    "munchausen": ({"learner.munchausen": True}, None), "impala": ({"network.kind": "impala"}, None)}
+    "munchausen": ({"learner.munchausen": True}, None), "impala": ({"network.kind": "impala"}, None),
+    "iqn": ({"learner.loss": "implicit_quantile"}, None),
+    "m_iqn": ({"learner.loss": "implicit_quantile", "learner.munchausen": True}, None)}
 ROUNDS = 3
 PER_CAPACITY, PER_BATCH = 1_000_000, 32
 
@@ -60,8 +62,10 @@ def family_update_figures(seconds: float) -> dict:
     for name, (config, agent) in agents.items():
         rate = statistics.median(rates[name])
         figures[f"family_update_ms_{name}"] = 1000 / rate
-        # Munchausen's target reads the target network at s where double DQN's reads online at s': the same count
-        figures[f"family_update_flops_{name}"] = update_flops(agent.online, PER_BATCH, config.learner.double_dqn)
+        l = config.learner  # noqa: E741
+        fractions = (l.num_tau_samples, l.num_tau_prime_samples) if l.loss == "implicit_quantile" else (None, None)
+        figures[f"family_update_flops_{name}"] = update_flops(agent.online, PER_BATCH, l.double_dqn, fractions,
+                                                              reads_target_now=l.munchausen)
         figures[f"family_updates_per_sec_{name}"] = rate
     for name in FAMILY:
         figures[f"family_update_cost_{name}"] = figures[f"family_update_ms_{name}"] / figures["family_update_ms_plain"]
@@ -157,7 +161,8 @@ def device_replay_figures(seconds: float, capacity: int = 20_000, k: int = 4) ->
 TITLES = {"plain": "plain (Nature DQN, double DQN, Huber)", "dueling": "dueling", "noisy": "noisy nets",
           "c51": "C51 (51 atoms)", "qr": "QR-DQN (200 quantiles)", "augmented": "DrQ augmentation (shift 4, intensity 0.05)",
           "rainbow": "Rainbow (C51, noisy, dueling, importance weights)", "munchausen": "Munchausen target (M-DQN)",
-          "impala": "IMPALA network (in place of the Nature CNN)"}
+          "impala": "IMPALA network (in place of the Nature CNN)",
+          "iqn": "IQN (N = N' = 64, K = 32, 64 cosines)", "m_iqn": "M-IQN (IQN with Munchausen's target)"}
 
 
 def family_table(figures: dict) -> str:

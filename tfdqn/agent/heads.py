@@ -30,13 +30,17 @@ class HeadSpec(NamedTuple):
     v_min: float = -10.0
     v_max: float = 10.0
     noise_seed: int | None = None
+    embedding_cosines: int = 64  # implicit_quantile: the cosines embedding each fraction
 
 
 def head_spec(network_config, learner_config, noise_seed: int | None = None) -> HeadSpec:
-    """The head a config asks for (`network.dueling`, `network.noisy`, `learner.loss`)."""
-    outputs = {"huber": 1, "categorical": learner_config.num_atoms, "quantile": learner_config.num_quantiles}
-    return HeadSpec(network_config.dueling, network_config.noisy, network_config.noisy_sigma0, learner_config.loss,
-                    outputs[learner_config.loss], learner_config.v_min, learner_config.v_max, noise_seed)
+    """The head a config asks for (`network.dueling`, `network.noisy`, `learner.loss`); IQN's outputs are the K
+    fractions its Q averages (`learner.num_quantile_samples`)."""
+    l = learner_config  # noqa: E741
+    outputs = {"huber": 1, "categorical": l.num_atoms, "quantile": l.num_quantiles,
+               "implicit_quantile": l.num_quantile_samples}
+    return HeadSpec(network_config.dueling, network_config.noisy, network_config.noisy_sigma0, l.loss,
+                    outputs[l.loss], l.v_min, l.v_max, noise_seed, l.quantile_embedding_dim)
 
 
 @keras.saving.register_keras_serializable(package="tfdqn")
@@ -51,7 +55,7 @@ class DuelingCombine(keras.layers.Layer):
 @keras.saving.register_keras_serializable(package="tfdqn")
 class ExpectedQ(keras.layers.Layer):
     """[batch, actions, outputs] -> [batch, actions]: the mean over C51's atoms (softmax of the logits
-    times the support) or over QR-DQN's quantiles."""
+    times the support) or over QR-DQN's or IQN's quantiles."""
 
     def __init__(self, loss: str, num_atoms: int, v_min: float, v_max: float, **kwargs):
         super().__init__(**kwargs)

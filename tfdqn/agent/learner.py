@@ -9,6 +9,7 @@ from tfdqn.agent.counters import Counters
 from tfdqn.agent.flat_call import FlatCall
 from tfdqn.agent.fused_adam import FusedAdam
 from tfdqn.agent.heads import distribution_model, q_values_of
+from tfdqn.agent.implicit_quantile import fraction_model
 from tfdqn.agent.legal_actions import masked_q
 from tfdqn.agent.objectives import make_objective
 from tfdqn.config import LearnerConfig
@@ -45,10 +46,12 @@ class Learner:
         self.online = online
         self._legal = legal  # frames -> [B, actions] bool: the next state's legal actions (None: all are)
         self.target = target
-        self._online_distribution, self._target_distribution = distribution_model(online), distribution_model(target)
+        self._implicit = config.loss == "implicit_quantile"  # IQN: the loss reads quantiles at sampled fractions
+        reads = fraction_model if self._implicit else distribution_model
+        self._online_distribution, self._target_distribution = reads(online), reads(target)
         self._config = config
         self._objective = make_objective(config)
-        self.generator = tf.random.Generator.from_seed(seed)  # augmentation draws (checkpointed)
+        self.generator = tf.random.Generator.from_seed(seed)  # augmentation's and IQN's draws (checkpointed)
         counters = counters or Counters()
         self.updates = counters.updates
         # The first update whose loss was NaN or Inf (0: none yet) and the env step it ran at (read
@@ -126,31 +129,45 @@ class Learner:
 
     def _next_action(self, next_observation, target_next) -> tf.Tensor:
         """a' = argmax of the expected Q of online (double DQN, van Hasselt et al. 2016) or of target, over the
-        legal actions where the env gives a mask; C51 and QR-DQN then take a''s distribution."""
+        legal actions where the env gives a mask; C51 and QR-DQN then take a''s distribution. IQN's target Q is the
+        mean of its quantiles at the N' fractions drawn (no second pass of the body at K more); online's, its own
+        Q at the K midpoints."""
         q_next = self.online(next_observation, training=True) if self._config.double_dqn else \
             q_values_of(self.target, target_next)
         if self._legal is not None:  # the max (or double DQN's argmax) over the next state's legal actions
             q_next = masked_q(q_next, self._legal(next_observation))
         return tf.argmax(q_next, axis=-1, output_type=tf.int32)
 
+    def _distribution(self, model, observation, fractions: int) -> tuple:
+        """(What the loss reads of `model` at `observation`, the fractions it was read at): for IQN the quantiles at
+        `fractions` fractions per sample drawn uniformly from `generator` (Dabney, Ostrovski et al. 2018), else the
+        head's output and None."""
+        if not self._implicit:
+            return model(observation, training=True), None
+        drawn = self.generator.uniform([tf.shape(observation)[0], fractions], dtype=tf.float32)
+        return model([observation, drawn], training=True), drawn
+
     def _munchausen_inputs(self, observation, next_observation) -> dict:
         """What Munchausen's target reads besides the target network at s': the target network at s, and both
         states' legal actions where the env gives masks."""
         legal = {} if self._legal is None else {"legal_now": self._legal(observation),
                                                 "legal_next": self._legal(next_observation)}
-        return {"target_now": self._target_distribution(observation, training=True), **legal}
+        target_now, _ = self._distribution(self._target_distribution, observation, self._config.num_tau_prime_samples)
+        return {"target_now": target_now, **legal}
 
     def _update(self, observation, action, reward, bootstrap, next_observation, weight):
         c = self._config
         if c.augment_pad > 0 or c.augment_intensity > 0:
             observation, next_observation = augment(observation, next_observation, self.generator, c.augment_pad,
                                                     c.augment_intensity)
-        target_next = self._target_distribution(next_observation, training=True)
+        target_next, _ = self._distribution(self._target_distribution, next_observation, c.num_tau_prime_samples)
         reads_now = self._objective.reads_target_now
         extra = self._munchausen_inputs(observation, next_observation) if reads_now else {}
         next_action = None if reads_now else self._next_action(next_observation, target_next)
         with tf.GradientTape() as tape:
-            online = self._online_distribution(observation, training=True)
+            online, fractions = self._distribution(self._online_distribution, observation, c.num_tau_samples)
+            if fractions is not None:
+                extra["fractions"] = fractions
             per_sample, priority = self._objective(online, action, reward, c.gamma * bootstrap, target_next,
                                                    next_action, **extra)
             loss = tf.reduce_mean(weight * per_sample)

@@ -67,18 +67,20 @@ def quantile_midpoints(num_quantiles) -> tf.Tensor:
     return (2.0 * tf.range(n) + 1.0) / (2.0 * n)
 
 
-def quantile_huber_loss(quantiles, target_quantiles, kappa=1.0) -> tf.Tensor:
-    """QR-DQN's quantile Huber loss (Dabney et al. 2018, eq. 10 and Algorithm 1).
+def quantile_huber_loss(quantiles, target_quantiles, kappa=1.0, fractions=None) -> tf.Tensor:
+    """QR-DQN's quantile Huber loss (Dabney et al. 2018, eq. 10 and Algorithm 1), and IQN's (Dabney, Ostrovski et
+    al. 2018, eq. 3) where each sample's `fractions` [B, N] were drawn.
 
-    With u_ij = target_j - quantile_i, rho_ij = |tau_hat_i - 1{u_ij < 0}| huber(u_ij, kappa) / kappa;
-    the loss is sum_i mean_j rho_ij (sum over the N predicted quantiles, mean over the N' targets).
-    Targets are constants (stop_gradient). quantiles [B, N], target_quantiles [B, N'] -> [B].
+    With u_ij = target_j - quantile_i, rho_ij = |tau_i - 1{u_ij < 0}| huber(u_ij, kappa) / kappa, tau_i the
+    quantile midpoint (2 i + 1) / 2N or the fraction drawn; the loss is sum_i mean_j rho_ij (sum over the N
+    predicted quantiles, mean over the N' targets). Targets are constants (stop_gradient).
+    quantiles [B, N], target_quantiles [B, N'] -> [B].
     """
     theta = _f32(quantiles)
     target = tf.stop_gradient(_f32(target_quantiles))
     kappa = _f32(kappa)
     u = target[:, None, :] - theta[:, :, None]  # [B, N, N']
-    tau = quantile_midpoints(tf.shape(theta)[1])[None, :, None]
+    tau = (quantile_midpoints(tf.shape(theta)[1])[None, :] if fractions is None else _f32(fractions))[:, :, None]
     rho = tf.abs(tau - tf.cast(u < 0.0, tf.float32)) * huber(u, kappa) / kappa
     return tf.reduce_sum(tf.reduce_mean(rho, axis=2), axis=1)
 

@@ -8,6 +8,7 @@ import random
 import keras
 import numpy as np
 
+from tfdqn.agent import implicit_quantile as iqn
 from tfdqn.agent.heads import DISTRIBUTION, Q_VALUES, DuelingCombine, ExpectedQ, HeadSpec
 from tfdqn.agent.layers import KERAS_SEED_RANGE, Dense
 from tfdqn.agent.noisy import NoisyDense
@@ -58,6 +59,8 @@ def _head(layers: _Layers, features, hidden: int, num_actions: int):
     distributional head, then its expected Q. Everything from the outputs on computes in float32, also
     under mixed precision."""
     head, k = layers.head, layers.head.outputs
+    if head.loss == "implicit_quantile":
+        return _implicit_quantile_head(layers, features, hidden, num_actions)
     x = layers.head_dense(hidden, activation="relu")(features)
 
     def output(units: int, name: str):
@@ -78,6 +81,21 @@ def _head(layers: _Layers, features, hidden: int, num_actions: int):
     if k == 1:
         return distribution
     return ExpectedQ(head.loss, k, head.v_min, head.v_max, name=Q_VALUES, dtype="float32")(distribution)
+
+
+def _implicit_quantile_head(layers: _Layers, features, hidden: int, num_actions: int):
+    """IQN's head (`implicit_quantile`): the fractions' embedding merged into `features`, then the hidden layer and
+    the outputs (value and advantage when dueling) per fraction, at the K midpoints; then their mean, the Q."""
+    head, policy = layers.head, layers.dtype_policy
+    outputs = {"value": 1, "advantage": num_actions} if head.dueling else {"outputs": num_actions}
+    made = {iqn.COSINES: iqn.QuantileCosines(head.embedding_cosines, name=iqn.COSINES, dtype="float32"),
+            iqn.EMBEDDING: layers.dense(features.shape[-1], activation="relu", name=iqn.EMBEDDING),
+            iqn.MERGE: iqn.QuantileMerge(name=iqn.MERGE, dtype=policy),
+            iqn.HIDDEN: layers.head_dense(hidden, activation="relu", name=iqn.HIDDEN),
+            **{name: layers.head_dense(units, name=name, dtype="float32") for name, units in outputs.items()}}
+    fractions = iqn.MidpointFractions(head.outputs, name=iqn.FRACTIONS, dtype="float32")(features)
+    distribution = iqn.quantile_distribution(made.__getitem__, features, fractions, head.dueling)
+    return ExpectedQ(head.loss, head.outputs, head.v_min, head.v_max, name=Q_VALUES, dtype="float32")(distribution)
 
 
 def mlp(observation_shape: tuple, num_actions: int, hidden_sizes: tuple, dtype_policy: str = "float32",

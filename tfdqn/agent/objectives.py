@@ -50,40 +50,45 @@ class CategoricalObjective:
 
 
 class QuantileObjective:
-    """QR-DQN: quantile Huber loss (kappa 1) to r + discount * target quantiles (Dabney et al. 2018)."""
+    """QR-DQN: quantile Huber loss (kappa 1) to r + discount * target quantiles (Dabney et al. 2018); IQN's, where
+    the online quantiles are at the sampled `fractions` (Dabney, Ostrovski et al. 2018)."""
 
     reads_target_now = False  # Munchausen's also reads the target network at s
 
-    def __call__(self, online, action, reward, discount, target_next, next_action):
+    def __call__(self, online, action, reward, discount, target_next, next_action, fractions=None):
         target = reward[:, None] + discount[:, None] * _at(target_next, next_action)
-        loss = losses.quantile_huber_loss(_at(online, action), target, kappa=1.0)
+        loss = losses.quantile_huber_loss(_at(online, action), target, kappa=1.0, fractions=fractions)
         return loss, loss
 
 
 class MunchausenObjective:
     """M-DQN: Huber loss to Munchausen's target (`munchausen.munchausen_target`), which reads the target network at
-    s as well as at s' and needs no next action (its soft value averages over the target's policy)."""
+    s as well as at s' and needs no next action (its soft value averages over the target's policy). M-IQN
+    (`quantile`): the quantile Huber loss to the target's quantiles, each given the same soft backup."""
 
     reads_target_now = True
 
-    def __init__(self, delta: float, tau: float, alpha: float, clip: float):
-        self._delta, self._tau, self._alpha, self._clip = delta, tau, alpha, clip
+    def __init__(self, delta: float, tau: float, alpha: float, clip: float, quantile: bool = False):
+        self._delta, self._tau, self._alpha, self._clip, self._quantile = delta, tau, alpha, clip, quantile
 
     def __call__(self, online, action, reward, discount, target_next, next_action, target_now=None, legal_now=None,
-                 legal_next=None):
+                 legal_next=None, fractions=None):
         y = tf.stop_gradient(munchausen_target(target_next, target_now, action, reward, discount, self._tau,
                                                self._alpha, self._clip, legal_next, legal_now))
+        if self._quantile:
+            loss = losses.quantile_huber_loss(_at(online, action), y, kappa=1.0, fractions=fractions)
+            return loss, loss
         td_error = y - _at(online, action)
         return losses.huber(td_error, self._delta), tf.abs(td_error)
 
 
 def make_objective(config):
-    """The objective `learner.loss` (and `learner.munchausen`) names."""
+    """The objective `learner.loss` (and `learner.munchausen`) names; IQN's is QR-DQN's at sampled fractions."""
     if config.munchausen:
         return MunchausenObjective(config.huber_delta, config.munchausen_tau, config.munchausen_alpha,
-                                   config.munchausen_clip)
+                                   config.munchausen_clip, quantile=config.loss == "implicit_quantile")
     if config.loss == "categorical":
         return CategoricalObjective(config.num_atoms, config.v_min, config.v_max)
-    if config.loss == "quantile":
+    if config.loss in ("quantile", "implicit_quantile"):
         return QuantileObjective()
     return HuberObjective(config.huber_delta)

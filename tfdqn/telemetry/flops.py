@@ -6,21 +6,24 @@ add well under 1% for the networks here."""
 
 import keras
 
+from tfdqn.agent import implicit_quantile as iqn
 from tfdqn.agent.noisy import NoisyDense
 
 
-def layer_flops(model: keras.Model) -> list[int]:
-    """Forward FLOPs per sample of each convolution and dense layer, input to output."""
+def layer_flops(model: keras.Model, fractions: int | None = None) -> list[int]:
+    """Forward FLOPs per sample of each convolution and dense layer, input to output. IQN's head layers run once per
+    fraction: `fractions` times, or the network's own K where not given."""
+    per_fraction = set(iqn.PER_FRACTION) if iqn.FRACTIONS in {layer.name for layer in model.layers} else set()
+    rows = fractions or (model.get_layer(iqn.FRACTIONS).count if per_fraction else 1)
     counts = []
     for layer in model.layers:
         if isinstance(layer, keras.layers.Conv2D):
             out_h, out_w, filters = layer.output.shape[1:]
             kernel_h, kernel_w, channels_in, _ = layer.kernel.shape
             counts.append(2 * out_h * out_w * filters * kernel_h * kernel_w * channels_in)
-        elif isinstance(layer, keras.layers.Dense):
-            counts.append(2 * layer.kernel.shape[0] * layer.kernel.shape[1])
-        elif isinstance(layer, NoisyDense):
-            counts.append(2 * layer.kernel_mu.shape[0] * layer.kernel_mu.shape[1])
+        elif isinstance(layer, (keras.layers.Dense, NoisyDense)):
+            kernel = layer.kernel_mu if isinstance(layer, NoisyDense) else layer.kernel
+            counts.append(2 * kernel.shape[0] * kernel.shape[1] * (rows if layer.name in per_fraction else 1))
     return counts
 
 
@@ -29,12 +32,15 @@ def forward_flops(model: keras.Model, batch_size: int) -> int:
     return batch_size * sum(layer_flops(model))
 
 
-def update_flops(model: keras.Model, batch_size: int, double_dqn: bool) -> int:
+def update_flops(model: keras.Model, batch_size: int, double_dqn: bool, fractions: tuple = (None, None),
+                 reads_target_now: bool = False) -> int:
     """One gradient update: the online forward on the observations; its backward pass (weight
     gradients for every layer, input gradients for all but the first); the target forward on the
-    next observations; and, for double DQN, the online forward on them too."""
-    layers = layer_flops(model)
-    forward = sum(layers)
-    backward = forward + (forward - layers[0])
-    next_forwards = 2 if double_dqn else 1
-    return batch_size * (forward + backward + next_forwards * forward)
+    next observations; and, for double DQN, the online forward on them too, or with Munchausen's target
+    (`reads_target_now`, which takes no next action) the target forward on the observations. IQN's `fractions`
+    (N, N'): the online and target passes' fractions per sample."""
+    online, target = layer_flops(model, fractions[0]), sum(layer_flops(model, fractions[1]))
+    forward = sum(online)
+    backward = forward + (forward - online[0])
+    third = target if reads_target_now else sum(layer_flops(model)) if double_dqn else 0
+    return batch_size * (forward + backward + target + third)

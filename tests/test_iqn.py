@@ -1,0 +1,190 @@
+"""IQN (Dabney, Ostrovski, Silver and Munos 2018) and M-IQN against NumPy references written from the papers: the
+head's cosine embedding, product and layers; the quantile Huber loss at sampled fractions with terminations and
+n-step discounts, eagerly and under XLA; a whole update's loss with the fractions the learner drew; Munchausen's
+target per quantile; and the checkpoint and export round trips."""
+
+import functools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from tests.test_losses import np_huber
+from tests.test_munchausen import np_tau_log_pi
+from tfdqn import config as config_lib
+from tfdqn.agent.agent import make_agent
+from tfdqn.agent.heads import HeadSpec
+from tfdqn.agent.implicit_quantile import fraction_model
+from tfdqn.agent.learner import Learner
+from tfdqn.agent.munchausen import munchausen_target
+from tfdqn.agent.networks import make_network
+from tfdqn.agent.objectives import QuantileObjective
+from tfdqn.config import LearnerConfig
+from tfdqn.envs.make import make_env
+from tfdqn.policy import export_policy
+from tfdqn.run.checkpoint import Checkpointer
+
+OBSERVATION = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+
+
+def _network(seed=1, dueling=False, k=8, cosines=16):
+    head = HeadSpec(dueling=dueling, loss="implicit_quantile", outputs=k, embedding_cosines=cosines)
+    return make_network("mlp", (4,), "float32", 3, (16, 16), seed=seed, head=head)
+
+
+def np_quantile_loss(theta, target, fractions, kappa=1.0):
+    """The paper's eq. 3 per sample: sum over the N online quantiles i of the mean over the N' targets j of
+    |tau_i - 1{u_ij < 0}| huber(u_ij) / kappa, u_ij = target_j - theta_i, written with loops."""
+    out = np.zeros(len(theta))
+    for b in range(len(theta)):
+        for i, tau in enumerate(fractions[b]):
+            for j in range(target.shape[1]):
+                u = float(target[b, j]) - float(theta[b, i])
+                out[b] += abs(tau - (u < 0)) * np_huber(u, kappa) / kappa / target.shape[1]
+    return out
+
+
+def np_head(network, observation, fractions):
+    """The IQN head in NumPy from the network's weights: psi(x) * relu(W cos(pi i tau) + b), i = 1..n, then the
+    hidden layer and the outputs (V + A - mean A when dueling); [batch, actions, N]."""
+    weights = {layer.name: [w.numpy() for w in layer.weights] for layer in network.layers if layer.weights}
+    dense = [name for name in weights if name.startswith("dense")]
+    features = np.maximum(observation @ weights[dense[0]][0] + weights[dense[0]][1], 0.0)  # the body: one layer
+    n = weights["quantile_embedding"][0].shape[0]
+    cosines = np.cos(np.pi * fractions[..., None] * np.arange(1, n + 1))  # [B, N, n]
+    embedding = np.maximum(cosines @ weights["quantile_embedding"][0] + weights["quantile_embedding"][1], 0.0)
+    x = np.maximum((features[:, None, :] * embedding) @ weights["quantile_hidden"][0] + weights["quantile_hidden"][1], 0)
+    if "advantage" in weights:
+        value = x @ weights["value"][0] + weights["value"][1]
+        advantage = x @ weights["advantage"][0] + weights["advantage"][1]
+        rows = value + advantage - advantage.mean(axis=-1, keepdims=True)
+    else:
+        rows = x @ weights["outputs"][0] + weights["outputs"][1]
+    return rows.transpose(0, 2, 1)
+
+
+@pytest.mark.parametrize("dueling", [False, True])
+def test_the_head_is_the_papers_embedding_product_and_layers_and_its_q_the_mean_at_the_midpoints(dueling):
+    network = _network(dueling=dueling)
+    fractions = np.random.default_rng(1).uniform(size=(6, 5)).astype(np.float32)
+    quantiles = fraction_model(network)([OBSERVATION, fractions]).numpy()
+    assert quantiles.shape == (6, 3, 5)
+    np.testing.assert_allclose(quantiles, np_head(network, OBSERVATION, fractions.astype(np.float64)), rtol=1e-4,
+                               atol=1e-5)
+    midpoints = np.broadcast_to((2 * np.arange(8) + 1) / 16, (6, 8))
+    q = network(OBSERVATION).numpy()
+    assert q.shape == (6, 3)
+    np.testing.assert_allclose(q, np_head(network, OBSERVATION, midpoints).mean(axis=-1), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(network(OBSERVATION).numpy(), q)  # fixed fractions: the same Q every call
+
+
+def _loss_inputs(seed, batch=16, actions=3, n=6, n_target=5):
+    rng = np.random.default_rng(seed)
+    online = rng.normal(size=(batch, actions, n)).astype(np.float32)
+    target = rng.normal(scale=2.0, size=(batch, actions, n_target)).astype(np.float32)
+    action, next_action = (rng.integers(0, actions, batch).astype(np.int32) for _ in range(2))
+    reward = rng.normal(size=batch).astype(np.float32)
+    steps = rng.integers(1, 4, batch)  # 1- to 3-step returns, and terminations
+    discount = np.where(rng.random(batch) < 0.25, 0.0, 0.99 ** steps).astype(np.float32)
+    fractions = rng.uniform(size=(batch, n)).astype(np.float32)
+    return online, action, reward, discount, target, next_action, fractions
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_the_loss_at_sampled_fractions_matches_numpy_eagerly_and_under_xla(jit):
+    online, action, reward, discount, target, next_action, fractions = _loss_inputs(2)
+    objective = QuantileObjective()
+    call = tf.function(objective.__call__, jit_compile=True) if jit else objective
+    loss, priority = call(online, action, reward, discount, target, next_action, fractions=fractions)
+    rows = np.arange(len(action))
+    bootstrapped = reward[:, None].astype(np.float64) + discount[:, None] * target[rows, next_action]
+    assert (discount == 0).any() and (discount < 0.99).any()  # terminations and n-step discounts among them
+    np.testing.assert_allclose(loss.numpy(), np_quantile_loss(online[rows, action], bootstrapped, fractions),
+                               rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(priority.numpy(), loss.numpy())
+
+
+@pytest.mark.parametrize("double_dqn", [False, True])
+def test_an_update_is_the_quantile_huber_loss_at_the_fractions_the_learner_drew(double_dqn):
+    online, target = _network(1), _network(2)
+    config = LearnerConfig(loss="implicit_quantile", num_tau_samples=6, num_tau_prime_samples=5, gamma=0.9,
+                           double_dqn=double_dqn, max_grad_norm=0.0)
+    learner = Learner(online, target, config, (4,), np.float32, seed=7)
+    rng = np.random.default_rng(3)
+    observation, next_observation = OBSERVATION, rng.normal(size=(6, 4)).astype(np.float32)
+    action = np.array([0, 1, 2, 0, 1, 2], np.int32)
+    reward, bootstrap = rng.normal(size=6).astype(np.float32), np.array([1, 1, 0, 1, 0.81, 1], np.float32)
+    weight = rng.uniform(0.2, 1.0, 6).astype(np.float32)
+    draws = tf.random.Generator.from_state(learner.generator.state.numpy(), learner.generator.algorithm)  # a copy
+    target_fractions = draws.uniform([6, 5]).numpy()  # drawn in this order inside the update
+    online_fractions = draws.uniform([6, 6]).numpy()
+    target_next = np_head(learner.target, next_observation, target_fractions.astype(np.float64))
+    chooser = np_head(learner.online, next_observation, np.broadcast_to((2 * np.arange(8) + 1) / 16, (6, 8))) \
+        if double_dqn else target_next
+    next_action = chooser.mean(axis=-1).argmax(axis=-1)
+    rows = np.arange(6)
+    bootstrapped = reward[:, None] + 0.9 * bootstrap[:, None] * target_next[rows, next_action]
+    theta = np_head(learner.online, observation, online_fractions.astype(np.float64))[rows, action]
+    expected = np_quantile_loss(theta, bootstrapped, online_fractions)
+    metrics = learner.update(observation, action, reward, bootstrap, next_observation, weight)
+    np.testing.assert_allclose(metrics["priority"].numpy(), expected, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(metrics["td_loss"].numpy(), (weight * expected).mean(), rtol=1e-4)
+
+
+def np_munchausen_quantiles(z_next, z_now, action, reward, discount, tau, alpha, l0):
+    """M-IQN's target quantiles [B, N'] as its reference code forms them: pi from the mean of each state's target
+    quantiles, the clipped scaled log-policy of the action taken, and per quantile j the soft backup
+    sum over a' of pi(a' | s') (z_j(s', a') - tau log pi(a' | s'))."""
+    rows = np.arange(len(action))
+    bonus = np.clip(np_tau_log_pi(z_now.mean(axis=-1), tau)[rows, action], l0, 0.0)
+    log_pi = np_tau_log_pi(z_next.mean(axis=-1), tau)
+    pi = np.exp(log_pi / tau)
+    soft = (pi[..., None] * (z_next - log_pi[..., None])).sum(axis=1)
+    return (reward + alpha * bonus)[:, None] + discount[:, None] * soft
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_the_m_iqn_target_matches_numpy_eagerly_and_under_xla(jit):
+    rng = np.random.default_rng(5)
+    z_next, z_now = (rng.normal(scale=2.0, size=(32, 4, 7)).astype(np.float32) for _ in range(2))
+    _, action, reward, discount, *_ = _loss_inputs(6, batch=32, actions=4)
+    target = functools.partial(munchausen_target, tau=0.03, alpha=0.9, clip=-1.0)
+    target = tf.function(target, jit_compile=True) if jit else target
+    ours = target(z_next, z_now, action, reward, discount).numpy()
+    expected = np_munchausen_quantiles(z_next, z_now, action, reward, discount, 0.03, 0.9, -1.0)
+    assert ours.shape == (32, 7)
+    np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-5)
+
+
+def _cartpole_agent(seed, **keys):
+    config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
+        "learner.loss": "implicit_quantile", "network.hidden_sizes": [16, 16], "learner.num_tau_samples": 4,
+        "learner.num_tau_prime_samples": 4, "learner.num_quantile_samples": 4, "run.seed": seed, **keys})
+    return config, make_agent(config, (4,), np.float32, 2)
+
+
+def test_a_checkpoint_restores_the_weights_and_the_fraction_stream(tmp_path):
+    rng = np.random.default_rng(0)
+    batch = (OBSERVATION, rng.integers(0, 2, 6).astype(np.int32), np.ones(6, np.float32), np.ones(6, np.float32),
+             OBSERVATION[::-1].copy(), np.ones(6, np.float32))
+    _, agent = _cartpole_agent(0, **{"learner.munchausen": True})
+    agent.learner.update(*batch)
+    Checkpointer(tmp_path, agent).save(100, {})
+    expected = agent.learner.update(*batch)
+    _, restored = _cartpole_agent(1, **{"learner.munchausen": True})
+    assert Checkpointer(tmp_path, restored).restore_latest()[0] == 100
+    again = restored.learner.update(*batch)
+    np.testing.assert_array_equal(again["priority"].numpy(), expected["priority"].numpy())
+
+
+def test_an_iqn_policy_exports_and_loads_back_the_same_q_values(tmp_path):
+    import keras
+
+    config, agent = _cartpole_agent(0, **{"network.dueling": True})
+    env, spec = make_env(config.env, seed=0)
+    env.close()
+    export_policy(agent.online, config, spec, tmp_path / "policy", tmp_path, "latest", 0)
+    served = tf.saved_model.load(str(tmp_path / "policy")).signatures["serving_default"](observation=OBSERVATION)
+    np.testing.assert_allclose(served["q_values"].numpy(), agent.online(OBSERVATION).numpy(), rtol=1e-5, atol=1e-6)
+    loaded = keras.models.load_model(tmp_path / "policy" / "network.keras")
+    np.testing.assert_allclose(loaded(OBSERVATION).numpy(), agent.online(OBSERVATION).numpy(), rtol=1e-5, atol=1e-6)
