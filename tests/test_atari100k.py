@@ -65,7 +65,7 @@ def test_games_at_or_above_against_enumeration():
 
 TINY = ["--preset", "drq_eps", "--games", "Pong", "--reps", "200", "--set=run.total_steps=400",
         "--set=run.learning_starts=300", "--set=replay.capacity=1000", "--set=run.final_eval_episodes=2",
-        "--set=env.max_episode_frames=4000"]
+        "--set=env.max_episode_frames=2000"]
 
 
 def _atari100k(tmp_path, *args, timeout=600):
@@ -86,13 +86,13 @@ def _overlap(spans) -> bool:
 @pytest.mark.slow
 def test_runs_go_two_at_once_and_the_record_keeps_every_run_it_holds(tmp_path):
     record = tmp_path / "a.json"
-    result = _atari100k(tmp_path, "--seeds", "0", "1", "2", "3", "--out", str(record))
+    result = _atari100k(tmp_path, "--seeds", "0", "1", "2", "--out", str(record))
     assert result.returncode == 0, result.stderr
-    assert "4 runs to train, 2 at a time; no recorded run of this recipe yet" in result.stdout
+    assert "3 runs to train, 2 at a time; no recorded run of this recipe yet" in result.stdout
     results = json.loads(record.read_text())
     runs = sorted(results["runs"], key=lambda run: run["seed"])
     assert [(r["game"], r["seed"], r["episodes"], r["env_steps"], r["starts"]) for r in runs] == [
-        ("Pong", seed, 2, 400, ["new"]) for seed in range(4)]
+        ("Pong", seed, 2, 400, ["new"]) for seed in range(3)]
     (recipe,) = {run["config_hash"] for run in runs}
     for run in runs:  # each run carries its recipe: hash, resolved config, version and commit
         assert run["commit"] == _head_commit() and run["tfdqn_version"] and run["config"]["run"]["total_steps"] == 400
@@ -101,25 +101,25 @@ def test_runs_go_two_at_once_and_the_record_keeps_every_run_it_holds(tmp_path):
     (report,) = results["reports"].values()
     normalized = [human_normalized(r["game"], r["score"]) for r in runs]
     assert report["aggregate"]["mean"] == pytest.approx(np.mean(normalized))
-    assert report["aggregate"]["seeds"] == [0, 1, 2, 3]
+    assert report["aggregate"]["seeds"] == [0, 1, 2]
     pong = report["games"][0]
     assert pong["der"] == -19.3 and pong["drq_eps"] == pytest.approx(-9.1, abs=0.05)
     assert pong["drq_eps_percentiles"] == [drq_eps_percentile("Pong", r["score"]) for r in runs]
-    assert "| Pong | 4 |" in result.stdout and "Over these 1 game, 4 runs each: IQM" in result.stdout
+    assert "| Pong | 3 |" in result.stdout and "Over these 1 game, 3 runs each: IQM" in result.stdout
     assert "DrQ(ε)'s own 100 runs of these games: IQM" in result.stdout
-    own = report["aggregate"]["drq_eps_own_iqm"]  # like with like: DrQ(ε)'s IQM from 4 of its runs of Pong
-    assert own["runs_per_game"] == 4 and own["band95"][0] < own["mean"] < own["band95"][1]
-    assert "Like with like: DrQ(ε)'s IQM over these games from 4 of its runs per game" in result.stdout
+    own = report["aggregate"]["drq_eps_own_iqm"]  # like with like: DrQ(ε)'s IQM from 3 of its runs of Pong
+    assert own["runs_per_game"] == 3 and own["band95"][0] < own["mean"] < own["band95"][1]
+    assert "Like with like: DrQ(ε)'s IQM over these games from 3 of its runs per game" in result.stdout
     assert 0.5 < report["aggregate"]["iqm_ci95_coverage"] < 0.95
-    # the folders gone, a report on seeds 0 and 1 trains nothing and keeps seeds 2 and 3 in the record
+    # the folders gone, a report on seeds 0 and 1 trains nothing and keeps seed 2 in the record
     shutil.rmtree(tmp_path / "runs")
     subset = _atari100k(tmp_path, "--seeds", "0", "1", "--out", str(record))
     assert subset.returncode == 0 and "nothing to train" in subset.stdout and "| Pong | 2 |" in subset.stdout
     assert json.loads(record.read_text())["runs"] == results["runs"]
     # a run leaves the record only when a flag names it
-    removed = _atari100k(tmp_path, "--seeds", "0", "--report-only", "--remove", "Pong:3", "--out", str(record))
+    removed = _atari100k(tmp_path, "--seeds", "0", "--report-only", "--remove", "Pong:2", "--out", str(record))
     assert removed.returncode == 0, removed.stderr
-    assert sorted(run["seed"] for run in json.loads(record.read_text())["runs"]) == [0, 1, 2]
+    assert sorted(run["seed"] for run in json.loads(record.read_text())["runs"]) == [0, 1]
 
 
 @pytest.mark.slow

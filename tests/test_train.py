@@ -215,11 +215,11 @@ def test_an_image_env_gets_a_cnn_that_fits_learns_from_the_image_and_a_cnn_too_b
 @pytest.mark.slow
 def test_car_racing_with_discrete_actions_trains_from_its_images(tmp_path):
     """The box2d extra's CarRacing-v3, its discrete actions through env.kwargs: 96x96x3 frames stored as uint8
-    give the Nature CNN; 32 updates run and the product is evaluated (episodes capped at 100 steps, also through
+    give the Nature CNN; 8 updates run and the product is evaluated (episodes capped at 100 steps, also through
     env.kwargs, to keep the test short)."""
     result = train_in_process("--env", "CarRacing-v3", "--set", "env.kwargs.continuous=false",
-                              "--set", "env.kwargs.max_episode_steps=100", "--total-steps", "640",
-                              "--learning-starts", "512", "--set", "run.env_steps_per_round=64",
+                              "--set", "env.kwargs.max_episode_steps=100", "--total-steps", "160",
+                              "--learning-starts", "128", "--set", "run.env_steps_per_round=32",
                               "--training-interval", "4", "--set", "run.eval_every=0",
                               "--set", "run.final_eval_episodes=1", "--quiet", "--logdir", str(tmp_path),
                               "--run-name", "r")
@@ -227,5 +227,5 @@ def test_car_racing_with_discrete_actions_trains_from_its_images(tmp_path):
     assert ("protocol: CarRacing-v3(continuous=False, max_episode_steps=100), epsilon 0, uint8 image frames 96x96x3 "
             "(HWC, stored channels first), episodes capped at 100 steps (TimeLimit)") in result.stdout
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
-    assert summary["updates"] == 32 and len(summary["final_eval_returns"]) == 1
+    assert summary["updates"] == 8 and len(summary["final_eval_returns"]) == 1
     assert yaml.safe_load((tmp_path / "r" / "config.yaml").read_text())["network"]["kind"] == "auto"
