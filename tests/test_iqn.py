@@ -131,27 +131,32 @@ def test_an_update_is_the_quantile_huber_loss_at_the_fractions_the_learner_drew(
     np.testing.assert_allclose(metrics["td_loss"].numpy(), (weight * expected).mean(), rtol=1e-4)
 
 
-def np_munchausen_quantiles(z_next, z_now, action, reward, discount, tau, alpha, l0):
+def np_munchausen_quantiles(z_next, z_now, action, reward, discount, tau, alpha, l0, legal_next=None, legal_now=None):
     """M-IQN's target quantiles [B, N'] as its reference code forms them: pi from the mean of each state's target
-    quantiles, the clipped scaled log-policy of the action taken, and per quantile j the soft backup
-    sum over a' of pi(a' | s') (z_j(s', a') - tau log pi(a' | s'))."""
+    quantiles (over its legal actions where masks are given), the clipped scaled log-policy of the action taken, and
+    per quantile j the soft backup sum over a' of pi(a' | s') (z_j(s', a') - tau log pi(a' | s'))."""
     rows = np.arange(len(action))
-    bonus = np.clip(np_tau_log_pi(z_now.mean(axis=-1), tau)[rows, action], l0, 0.0)
-    log_pi = np_tau_log_pi(z_next.mean(axis=-1), tau)
-    pi = np.exp(log_pi / tau)
+    legal_next = np.ones(z_next.shape[:2], bool) if legal_next is None else legal_next
+    bonus = np.clip(np_tau_log_pi(z_now.mean(axis=-1), tau, legal_now)[rows, action], l0, 0.0)
+    log_pi = np.where(legal_next, np_tau_log_pi(z_next.mean(axis=-1), tau, legal_next), 0.0)
+    pi = np.where(legal_next, np.exp(log_pi / tau), 0.0)
     soft = (pi[..., None] * (z_next - log_pi[..., None])).sum(axis=1)
     return (reward + alpha * bonus)[:, None] + discount[:, None] * soft
 
 
-@pytest.mark.parametrize("jit", [False, True])
-def test_the_m_iqn_target_matches_numpy_eagerly_and_under_xla(jit):
+@pytest.mark.parametrize("jit, masked", [(False, False), (True, False), (False, True)])
+def test_the_m_iqn_target_matches_numpy_eagerly_and_under_xla(jit, masked):
     rng = np.random.default_rng(5)
     z_next, z_now = (rng.normal(scale=2.0, size=(32, 4, 7)).astype(np.float32) for _ in range(2))
     _, action, reward, discount, *_ = _loss_inputs(6, batch=32, actions=4)
+    legal_now, legal_next = (rng.random((32, 4)) < 0.6 for _ in range(2))
+    legal_now[np.arange(32), action] = True  # the action taken was legal
+    legal_next[~legal_next.any(axis=1), 0] = True
+    masks = {"legal_next": legal_next, "legal_now": legal_now} if masked else {}
     target = functools.partial(munchausen_target, tau=0.03, alpha=0.9, clip=-1.0)
     target = tf.function(target, jit_compile=True) if jit else target
-    ours = target(z_next, z_now, action, reward, discount).numpy()
-    expected = np_munchausen_quantiles(z_next, z_now, action, reward, discount, 0.03, 0.9, -1.0)
+    ours = target(z_next, z_now, action, reward, discount, **masks).numpy()
+    expected = np_munchausen_quantiles(z_next, z_now, action, reward, discount, 0.03, 0.9, -1.0, **masks)
     assert ours.shape == (32, 7)
     np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-5)
 
