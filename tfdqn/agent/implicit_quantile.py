@@ -17,6 +17,7 @@ import math
 import keras
 import tensorflow as tf
 
+from tfdqn.agent import losses
 from tfdqn.agent.heads import DISTRIBUTION, DuelingCombine
 
 FRACTIONS = "fractions"  # the layer giving the K midpoint fractions; its input is the body's features
@@ -40,9 +41,7 @@ class MidpointFractions(_Counted):
     """[batch, features] -> [batch, K]: the fractions (2k + 1) / 2K for every sample."""
 
     def call(self, features):
-        k = float(self.count)
-        midpoints = (2.0 * tf.range(k) + 1.0) / (2.0 * k)
-        return tf.broadcast_to(midpoints, [tf.shape(features)[0], self.count])
+        return tf.broadcast_to(losses.quantile_midpoints(self.count), [tf.shape(features)[0], self.count])
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0], self.count)
