@@ -146,16 +146,46 @@ def _bar_lines(stderr: str) -> list[str]:
     return [line.strip() for line in re.split(r"[\r\n]", stderr) if re.search(r"\| \d+/\d+ \[", line)]
 
 
+def _seconds(interval: str) -> int:
+    """A tqdm time ([H:]MM:SS) in seconds."""
+    seconds = 0
+    for part in interval.split(":"):
+        seconds = 60 * seconds + int(part)
+    return seconds
+
+
+def _check_time_left(bars: list[str], learning_starts: int, total: int) -> None:
+    """Each warm-up bar's time left, read at the bar, is nearer the time the run then took to the end than
+    the remaining steps at the bar's rate (tqdm's own), which ignores the slower learning to come."""
+    end = _seconds(re.search(r"\[(\S+)<", bars[-1]).group(1))
+    checked = 0
+    for bar in bars:
+        n, elapsed, left, rate = re.search(r"\| (\d+)/\d+ \[(\S+)<(\S+), ([\d.]+|\?)step/s", bar).groups()
+        if learning_starts // 2 <= int(n) < learning_starts and "?" not in (left, rate):
+            taken = end - _seconds(elapsed)
+            assert abs(_seconds(left) - taken) < abs((total - int(n)) / float(rate) - taken), (bar, bars[-1])
+            checked += 1
+    assert checked, bars
+
+
 @pytest.mark.slow
-def test_a_run_says_where_it_writes_moves_its_bar_every_second_and_ends_in_one_line(tmp_path):
-    result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "6000", "--learning-starts", "500",
-                        "--set", "run.log_every=100000", "--set", "run.final_eval_episodes=2",
-                        "--logdir", str(tmp_path), "--run-name", "r")
+def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_and_ends_in_one_line(tmp_path):
+    # One env and eight updates of 256 per env step: learning runs several times slower than the warm-up's acting.
+    result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "9000", "--learning-starts", "8000",
+                        "--training-interval", "0.125", "--set", "run.num_envs=1", "--set", "replay.batch_size=256",
+                        "--set", "run.log_every=100000",
+                        "--set", "run.final_eval_episodes=2", "--logdir", str(tmp_path), "--run-name", "r")
     assert result.returncode == 0, result.stderr
     run_dir = tmp_path / "r"
     lines = _stdout_lines(result)
-    assert lines[:3] == [f"run folder: {run_dir}", f"TensorBoard: tensorboard --logdir {run_dir}",
-                         "evaluation protocol: CartPole-v1, epsilon 0, episodes capped at 500 steps (TimeLimit)"]
+    assert lines[:4] == [f"run folder: {run_dir}", f"TensorBoard: tensorboard --logdir {run_dir}",
+                         "evaluation protocol: CartPole-v1, epsilon 0, episodes capped at 500 steps (TimeLimit)",
+                         "replay: 50,000 transitions, 0.00 GiB (2,900,072 bytes, 58 per transition)"]
+    # Said once the warm-up's rate is measured: the time left, the learning to come and the update's cost.
+    acting, learning = map(lambda figure: float(figure.replace(",", "")), re.fullmatch(
+        r"time left: about \d+ (?:s|min) for [\d,]+ env steps: [\d,]+ of warm-up at ([\d,]+)/s, then 1,000 learning at "
+        r"about ([\d,]+)/s: 8 updates of \d+\.\d ms per env step \(periodic evaluations on top\)", lines[4]).groups())
+    assert learning < acting
     text = (run_dir / "summary.json").read_text()
     assert text.startswith('{\n  "env_id": "CartPole-v1",\n')  # indented
     summary = yaml.safe_load(text)
@@ -172,6 +202,7 @@ def test_a_run_says_where_it_writes_moves_its_bar_every_second_and_ends_in_one_l
     shown = {int(re.search(r"\| (\d+)/", bar).group(1)) for bar in bars}
     assert len(shown) >= max(2, int(summary["wall_seconds"]) // 2), (summary["wall_seconds"], sorted(shown))
     assert max(shown) == summary["env_steps"]
+    _check_time_left(bars, 8000, 9000)
     # One rate per bar, and the returns told apart: the exploration games' and the newest evaluation's.
     evaluated = ["-", *(f"{float(row.split(',')[2]):.1f}" for row in
                        (run_dir / "evaluations.csv").read_text().splitlines()[1:])]

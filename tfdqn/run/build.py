@@ -32,6 +32,7 @@ from tfdqn.run.evaluation import Evaluator
 from tfdqn.run.csv_log import EVALUATIONS_HEADER, CsvLog
 from tfdqn.run.hooks import EvaluationHook, ProfilerHook, SummaryHook, SummarySources
 from tfdqn.run.lock import RunLock
+from tfdqn.run.pace import Pace, PaceHook, fused_updates, measure_update_seconds
 from tfdqn.run.replay_memory import check_memory, replay_line
 from tfdqn.run.run_dir import make_run_dir
 from tfdqn.run.saving import CheckpointService
@@ -144,15 +145,25 @@ def _replay_gib(run: Run) -> float:
         return len(run.replay) / run.config.replay.capacity * run.replay.nbytes / 2**30
 
 
+def _pace(run: Run) -> Pace:
+    """The run's `Pace`, its update timed here first where the run has updates to make."""
+    config = run.config
+    update_seconds = (measure_update_seconds(run.agent, config.replay.batch_size,
+                                             fused_updates(config.run, config.num_streams))
+                      if no_update_reason(config.run) is None else None)
+    return Pace(config.run, update_seconds, overlapped=config.run.async_learner or config.actors.kind != "inline")
+
+
 def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None, on_evaluation) -> list:
     config, agent = run.config.run, run.agent
+    pace = _pace(run)
     sources = SummarySources(agent.counters, agent.actor, agent.learner, run.timer, run.driver, run.monitor,
                              run.writer, run.episodes, run.collector, run.checkpoint, lambda: _replay_gib(run),
-                             lambda: run.evaluation.last_mean)
+                             lambda: run.evaluation.last_mean, pace.seconds_left)
     run.evaluation = EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer,
                                     BestCheckpoint(run.run_dir / "checkpoints", agent.online), run.evaluations,
                                     run.clock, config.target_return, on_evaluation)
-    hooks = [SummaryHook(config.log_every, config.total_steps, sources, quiet), run.evaluation]
+    hooks = [PaceHook(pace), SummaryHook(config.log_every, config.total_steps, sources, quiet), run.evaluation]
     if profile_steps:
         hooks.append(ProfilerHook(profile_steps, run.run_dir / "profile"))
     for hook in hooks:

@@ -104,6 +104,7 @@ class SummarySources:
     checkpoint: object    # run.saving.CheckpointService: `check_finite`, `drain_cost`
     replay_gib: Callable[[], float]  # the replay's filled part, in GiB
     last_eval: Callable[[], float | None] = lambda: None  # EvaluationHook.last_mean, for the progress bar
+    seconds_left: Callable[[int], float | None] = lambda env_steps: None  # run.pace.Pace's, for the progress bar
 
 
 def in_gib(system: dict) -> dict:
@@ -113,13 +114,21 @@ def in_gib(system: dict) -> dict:
 
 class ProgressBar(tqdm.tqdm):
     """A tqdm bar that shows the rate it is given (`shown_rate`, env steps/s) in place of tqdm's own estimate,
-    so the bar shows one rate and its time left follows it (tqdm's way: a `format_dict` override)."""
+    so the bar shows one rate, and the time left it is given (`seconds_left`, from `run.pace.Pace`, which
+    counts the slower learning to come while the warm-up runs) in place of tqdm's remaining steps over that
+    rate (tqdm's way: a `format_dict` override and a bar format naming the new field)."""
 
+    FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}<{time_left}, {rate_fmt}{postfix}]"
     shown_rate: float | None = None  # None: tqdm's own, env steps since the bar started over its time
+    seconds_left: float | None = None  # None: not measured yet, shown as "?"
+
+    def __init__(self, **kwargs):
+        super().__init__(bar_format=self.FORMAT, **kwargs)
 
     @property
     def format_dict(self) -> dict:
-        return {**super().format_dict, "rate": self.shown_rate}
+        left = "?" if self.seconds_left is None else self.format_interval(self.seconds_left)
+        return {**super().format_dict, "rate": self.shown_rate, "time_left": left}
 
 
 def bar_postfix(recent_returns, eval_mean: float | None, epsilon: float) -> str:
@@ -171,6 +180,7 @@ class SummaryHook(PeriodicHook):
         now = time.monotonic()
         seconds, steps = now - self._bar_shown[0], env_steps - self._bar_shown[1]
         self._bar.shown_rate = steps / seconds if seconds > 0 else None
+        self._bar.seconds_left = self._s.seconds_left(env_steps)
         self._move_bar(env_steps)
         self._bar_shown = (now, env_steps)
 
@@ -187,6 +197,8 @@ class SummaryHook(PeriodicHook):
         if self._bar.disable:
             return
         self._bar.shown_rate = env_steps_per_sec
+        if env_steps >= self._bar.total:  # else stopped early: the last time left still says what is to go
+            self._bar.seconds_left = 0.0
         self._move_bar(env_steps)
         self._bar.close()
         if next_line:

@@ -1,0 +1,192 @@
+"""How long a run will take: said in one line near its start, and counted in the progress bar's time left.
+
+The warm-up (`run.learning_starts` env steps of acting alone) runs several times faster than learning, so a
+time left read from its rate promises hours that learning turns into days. Before the loop starts, the
+run times its own compiled update on a batch of zeros and puts back every variable the update wrote, so
+the run is the one it would have been. During the warm-up the time left counts the learning to come at
+the rate that cost implies beside the warm-up's measured one; once learning runs, its own measured rate
+(over the last minute) takes over. Periodic evaluations come on top.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import time
+
+import numpy as np
+import tensorflow as tf
+import tqdm
+
+from tfdqn.run.drivers import MAX_FUSED_UPDATES
+from tfdqn.run.hooks import PeriodicHook
+
+PROBE_SECONDS = 0.3  # time spent timing the update after its first (compiling) call
+PROBE_CALLS = (3, 20)  # fewest and most timed calls
+WINDOW_SECONDS = 60.0  # the measured rate is env steps over the last minute of the phase under way
+LINE_AFTER_SECONDS = 3.0  # the expected length is said once the rate spans this long
+
+
+def _update_state(agent) -> list[tf.Variable]:
+    """Every variable an update writes: both networks (noise streams included), the optimizer's slots and
+    step, the counters, the learner's generator and its record of a first non-finite loss."""
+    learner = agent.learner
+    variables = [*agent.online.variables, *agent.target.variables, *learner.optimizer.variables,
+                 agent.counters.updates, agent.counters.env_steps, learner.generator.state,
+                 learner.first_nonfinite_update, learner.first_nonfinite_env_step]
+    return list({id(variable): variable for variable in variables}.values())
+
+
+def _timed_call(update, batch) -> float:
+    start = time.perf_counter()
+    update(*batch)["td_loss"].numpy()
+    return time.perf_counter() - start
+
+
+def fused_updates(run_config, num_envs: int) -> int:
+    """Updates per fused call in this run's steady state: those one collect (one vector step, at least one
+    round) makes due, up to the drivers' most. The probe calls with that many, as XLA compiles per shape."""
+    per_collect = max(num_envs, run_config.env_steps_per_round) / run_config.training_interval
+    return int(min(MAX_FUSED_UPDATES, max(1, per_collect)))
+
+
+def measure_update_seconds(agent, batch_size: int, fused: int = 1) -> float:
+    """Seconds one update takes here: the median of a few calls of `fused` updates after a first one that
+    compiles, on batches of zeros through the host replay's update function. The agent is left as it was."""
+    learner = agent.learner
+    batch = [tf.zeros([fused, batch_size, *spec.shape[2:]], spec.dtype)
+             for spec in learner.update_many_function.input_signature]
+    state = _update_state(agent)
+    saved = [variable.numpy() for variable in state]
+    try:
+        _timed_call(learner.update_many, batch)
+        times, deadline = [], time.perf_counter() + PROBE_SECONDS
+        while len(times) < PROBE_CALLS[0] or (time.perf_counter() < deadline and len(times) < PROBE_CALLS[1]):
+            times.append(_timed_call(learner.update_many, batch))
+    finally:
+        for variable, value in zip(state, saved):
+            variable.assign(value)
+    return float(np.median(times)) / fused
+
+
+class RateWindow:
+    """Env steps per second over the last `seconds` of the samples it was given."""
+
+    def __init__(self, seconds: float = WINDOW_SECONDS):
+        self._seconds = seconds
+        self._samples: collections.deque = collections.deque()
+
+    def add(self, now: float, env_steps: int) -> None:
+        self._samples.append((now, env_steps))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= self._seconds:
+            self._samples.popleft()
+
+    def span(self) -> float:
+        return self._samples[-1][0] - self._samples[0][0] if self._samples else 0.0
+
+    def rate(self) -> float | None:
+        if self.span() <= 0:
+            return None
+        return (self._samples[-1][1] - self._samples[0][1]) / self.span()
+
+    def clear(self) -> None:
+        self._samples.clear()
+
+
+class Pace:
+    """The run's expected time left. `update_seconds`: one update's measured cost (None: no update is due
+    in this run); `overlapped`: the updates run beside the env steps (an async learner, or actors in
+    other processes), so a learning step costs the larger of the two, else their sum."""
+
+    def __init__(self, run_config, update_seconds: float | None, overlapped: bool):
+        self._learning_starts, self._total = run_config.learning_starts, run_config.total_steps
+        self._interval, self._update_seconds = run_config.training_interval, update_seconds
+        self._overlapped = overlapped
+        self._window = RateWindow()
+        self._learning: bool | None = None  # the phase the window's samples are from
+        self._acting_rate: float | None = None  # the warm-up's last measured rate
+        self.line_said = False
+
+    def observe(self, now: float, env_steps: int) -> None:
+        learning = env_steps >= self._learning_starts
+        if learning != self._learning:
+            self._acting_rate = self._window.rate() if learning else None
+            self._window.clear()
+            self._learning = learning
+        self._window.add(now, env_steps)
+
+    def learning_rate(self, acting_rate: float) -> float:
+        """Env steps/s once updates run, from the warm-up's rate (acting and env steps, without updates)."""
+        if self._update_seconds is None:
+            return acting_rate
+        act, update = 1.0 / acting_rate, self._update_seconds / self._interval
+        return 1.0 / (max(act, update) if self._overlapped else act + update)
+
+    def seconds_left(self, env_steps: int) -> float | None:
+        """Seconds to `run.total_steps` at the measured rate, the warm-up's followed by learning's; None
+        before a rate is measured."""
+        rate = self._window.rate()
+        if self._learning and not rate and self._acting_rate:  # learning has just begun: the estimate still
+            rate = self.learning_rate(self._acting_rate)
+        if not rate:
+            return None
+        if self._learning:
+            return max(0, self._total - env_steps) / rate
+        return (self._learning_starts - env_steps) / rate + \
+            max(0, self._total - self._learning_starts) / self.learning_rate(rate)
+
+    def due_line(self) -> bool:
+        return not self.line_said and self._window.span() >= LINE_AFTER_SECONDS and bool(self._window.rate())
+
+    def _update_cost(self) -> str:
+        ms = f"{self._update_seconds * 1e3:.1f} ms"
+        if self._interval >= 1:
+            return f"one {ms} update per {self._interval:g} env steps"
+        return f"{1 / self._interval:g} updates of {ms} per env step"
+
+    def line(self, env_steps: int) -> str:
+        """The expected length: the time left and what it is read from."""
+        self.line_said = True
+        rate, left = self._window.rate(), self.seconds_left(env_steps)
+        steps_left = f"{max(0, self._total - env_steps):,} env steps"
+        if self._learning:
+            return f"time left: about {_duration(left)} for {steps_left} at {rate:,.0f}/s (periodic evaluations on top)"
+        learning = ""
+        if self._total > self._learning_starts:
+            cost = "" if self._update_seconds is None else f": {self._update_cost()}"
+            learning = (f", then {self._total - self._learning_starts:,} learning at about "
+                        f"{self.learning_rate(rate):,.0f}/s{cost}")
+        return (f"time left: about {_duration(left)} for {steps_left}: "
+                f"{self._learning_starts - env_steps:,} of warm-up at {rate:,.0f}/s{learning} "
+                f"(periodic evaluations on top)")
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+class PaceHook(PeriodicHook):
+    """Gives the run's `Pace` a reading about once a second and prints its expected-length line once,
+    above the progress bar (on stdout with the other lines a run prints, also when quiet)."""
+
+    phase = "log"
+    SECONDS = 1.0
+
+    def __init__(self, pace: Pace):
+        super().__init__(0)
+        self._pace = pace
+        self._last: float | None = None
+
+    def due(self, before: int, after: int, final: bool) -> bool:
+        return self._last is None or time.monotonic() - self._last >= self.SECONDS
+
+    def __call__(self, env_steps: int) -> None:
+        self._last = time.monotonic()
+        self._pace.observe(self._last, env_steps)
+        if self._pace.due_line():
+            tqdm.tqdm.write(self._pace.line(env_steps), file=sys.stdout)
+            sys.stdout.flush()
