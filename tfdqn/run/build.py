@@ -146,12 +146,16 @@ def _replay_gib(run: Run) -> float:
 
 
 def _pace(run: Run) -> Pace:
-    """The run's `Pace`, its update timed here first where the run has updates to make."""
+    """The run's `Pace`, its update timed here first where the run has updates to make: between the act
+    calls the loop makes meanwhile where it acts in turn with learning, else alone."""
     config = run.config
-    update_seconds = (measure_update_seconds(run.agent, config.replay.batch_size,
-                                             fused_updates(config.run, config.num_streams))
-                      if no_update_reason(config.run) is None else None)
-    return Pace(config.run, update_seconds, overlapped=config.run.async_learner or config.actors.kind != "inline")
+    overlapped = config.run.async_learner or config.actors.kind != "inline"
+    if no_update_reason(config.run) is not None:
+        return Pace(config.run, None, overlapped)
+    fused, envs = fused_updates(config.run, config.num_streams), config.num_streams
+    acts = 0 if overlapped else max(1, round(fused * config.run.training_interval / envs))
+    seconds = measure_update_seconds(run.agent, config.replay.batch_size, fused, act_rows=envs, acts=acts)
+    return Pace(config.run, seconds, overlapped)
 
 
 def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None, on_evaluation) -> list:

@@ -27,20 +27,29 @@ WINDOW_SECONDS = 60.0  # the measured rate is env steps over the last minute of 
 LINE_AFTER_SECONDS = 3.0  # the expected length is said once the rate spans this long
 
 
-def _update_state(agent) -> list[tf.Variable]:
-    """Every variable an update writes: both networks (noise streams included), the optimizer's slots and
-    step, the counters, the learner's generator and its record of a first non-finite loss."""
-    learner = agent.learner
+def _probe_state(agent) -> list[tf.Variable]:
+    """Every variable an update or an act call writes: the networks (noise streams included), the
+    optimizer's slots and step, the counters, the generators and the record of a first non-finite loss."""
+    learner, copy = agent.learner, agent.acting_copy
     variables = [*agent.online.variables, *agent.target.variables, *learner.optimizer.variables,
-                 agent.counters.updates, agent.counters.env_steps, learner.generator.state,
+                 *(copy.network.variables if copy is not None else ()), agent.counters.updates,
+                 agent.counters.env_steps, learner.generator.state, agent.actor.generator.state,
                  learner.first_nonfinite_update, learner.first_nonfinite_env_step]
     return list({id(variable): variable for variable in variables}.values())
 
 
-def _timed_call(update, batch) -> float:
-    start = time.perf_counter()
-    update(*batch)["td_loss"].numpy()
-    return time.perf_counter() - start
+def _zeros(spec: tf.TensorSpec, *leading: int) -> tf.Tensor:
+    return tf.zeros([*leading, *spec.shape[len(leading):]], spec.dtype)
+
+
+def _median_seconds(call) -> float:
+    """The median time of `call()` over a few calls (at least PROBE_CALLS[0], within PROBE_SECONDS)."""
+    times, deadline = [], time.perf_counter() + PROBE_SECONDS
+    while len(times) < PROBE_CALLS[0] or (time.perf_counter() < deadline and len(times) < PROBE_CALLS[1]):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
 
 
 def fused_updates(run_config, num_envs: int) -> int:
@@ -50,23 +59,33 @@ def fused_updates(run_config, num_envs: int) -> int:
     return int(min(MAX_FUSED_UPDATES, max(1, per_collect)))
 
 
-def measure_update_seconds(agent, batch_size: int, fused: int = 1) -> float:
-    """Seconds one update takes here: the median of a few calls of `fused` updates after a first one that
-    compiles, on batches of zeros through the host replay's update function. The agent is left as it was."""
-    learner = agent.learner
-    batch = [tf.zeros([fused, batch_size, *spec.shape[2:]], spec.dtype)
-             for spec in learner.update_many_function.input_signature]
-    state = _update_state(agent)
+def measure_update_seconds(agent, batch_size: int, fused: int = 1, act_rows: int = 1, acts: int = 0) -> float:
+    """Seconds one update adds to the loop here: a call of `fused` updates after `acts` act calls on
+    `act_rows` observations (as the loop runs them between calls), less those act calls timed alone, as
+    each slows the other (caches); the median of a few after first calls that compile. Batches and
+    observations are zeros; the agent is left as it was."""
+    learner, actor = agent.learner, agent.actor
+    batch = [_zeros(spec, fused, batch_size) for spec in learner.update_many_function.input_signature]
+    observation = _zeros(actor.act_function.input_signature[0], act_rows)
+
+    def act() -> None:
+        actor.act(observation).numpy()
+
+    def cycle() -> None:
+        for _ in range(acts):
+            act()
+        learner.update_many(*batch)["td_loss"].numpy()
+
+    state = _probe_state(agent)
     saved = [variable.numpy() for variable in state]
     try:
-        _timed_call(learner.update_many, batch)
-        times, deadline = [], time.perf_counter() + PROBE_SECONDS
-        while len(times) < PROBE_CALLS[0] or (time.perf_counter() < deadline and len(times) < PROBE_CALLS[1]):
-            times.append(_timed_call(learner.update_many, batch))
+        cycle()
+        act()
+        alone = _median_seconds(act) if acts else 0.0
+        return max(0.0, _median_seconds(cycle) - acts * alone) / fused
     finally:
         for variable, value in zip(state, saved):
             variable.assign(value)
-    return float(np.median(times)) / fused
 
 
 class RateWindow:
