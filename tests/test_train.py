@@ -189,8 +189,14 @@ def test_an_image_env_gets_a_cnn_that_fits_learns_from_the_image_and_a_cnn_too_b
     the image; the export takes the env's own [H, W, C] images."""
     from tfdqn import config as config_lib
 
-    config = config_lib.resolve_config([], {"env.id": "tests.image_envs:ColorSide-v0"})
-    assert config.network.kind == "auto"
+    sources = {}
+    config = config_lib.resolve_config([], {"env.id": "tests.image_envs:ColorSide-v0"}, sources=sources)
+    assert config.network.kind == "auto" and sources["network.kind"] == config_lib.IMAGE_RULE
+    # The generic config's XLA update is for its MLP; a CNN's update runs without it, unless one asks
+    assert not config.compute.update_jit_compile and sources["compute.update_jit_compile"] == config_lib.IMAGE_XLA_RULE
+    for keys in ({"network.kind": "mlp"}, {"compute.update_jit_compile": True}):
+        chosen = config_lib.resolve_config([], {"env.id": "tests.image_envs:ColorSide-v0", **keys})
+        assert chosen.compute.update_jit_compile, keys
     # Each image's side pays at once, so gamma 0 and 1-step targets learn it fastest (10 of 10 after 500 updates)
     result = train_in_process("--env", "tests.image_envs:ColorSide-v0", "--total-steps", "1000",
                               "--learning-starts", "500", "--set", "learner.gamma=0", "--set", "learner.n_step=1",

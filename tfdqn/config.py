@@ -700,6 +700,9 @@ NOISY_RULE = ("rule: noisy nets explore by their noise, so epsilon is 0 unless -
               "(Fortunato et al. 2018; Dopamine's full Rainbow agent acts so)")
 COMPRESSION_RULE = ("rule: Atari frames are compressed with lz4 in the host replay unless --set or a --config file "
                     "sets replay.compression (about 14 times less memory, the same run bit for bit: docs/replay.md)")
+IMAGE_XLA_RULE = ("rule: a convolutional network's update runs without XLA unless --set or a --config file sets "
+                  "compute.update_jit_compile (the generic config's XLA is for its MLP; on a CPU the trainer's XLA "
+                  "update of the Nature CNN took 23 to 26 times as long: docs/bench-networks-xla.md)")
 IMAGE_RULE = ("rule: an env that observes uint8 images gets network.kind auto, a CNN their size fits, unless --set "
               "or a --config file sets network.kind (the generic config's mlp is for vector observations)")
 
@@ -735,7 +738,9 @@ def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) ->
     - Atari frames in a host replay => lz4 (`COMPRESSION_RULE`), unless the user sets replay.compression: the
       codec that decodes fastest (docs/bench-replay.md), so the loop barely waits on it.
     - uint8 image observations of any other env => network.kind auto (`IMAGE_RULE`), unless the user or the
-      preset sets it: the generic config (cartpole.yaml) names the MLP for vector observations."""
+      preset sets it: the generic config (cartpole.yaml) names the MLP for vector observations; and a CNN
+      there => the update without XLA (`IMAGE_XLA_RULE`), unless the user or the preset sets it: the generic
+      config's XLA update suits its MLP and is tens of times slower for a CNN on a CPU."""
     from tfdqn.envs.names import implied_settings, is_atari_name, observes_images, resolve_env_id
 
     derived = {key: (value, f"implied by env {env_id}") for key, value in implied_settings(env_id).items()
@@ -745,9 +750,20 @@ def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) ->
         derived.update({key: (0.0, NOISY_RULE) for key in epsilon})
     if is_atari_name(env_id) and layered.replay.device == "host" and "replay.compression" not in user:
         derived["replay.compression"] = ("lz4", COMPRESSION_RULE)
-    if (not is_atari_name(env_id) and layered.network.kind == "mlp" and "network.kind" not in user | preset
-            and observes_images(resolve_env_id(env_id), layered.env.kwargs.as_dict())):
+    if not is_atari_name(env_id) and observes_images(resolve_env_id(env_id), layered.env.kwargs.as_dict()):
+        derived.update(_image_settings(layered, user | preset))
+    return derived
+
+
+def _image_settings(layered: DQNConfig, chosen: set) -> dict:
+    """`IMAGE_RULE` and `IMAGE_XLA_RULE` for an env of uint8 images, each where the key is not in `chosen`
+    (the keys the user or the preset sets)."""
+    derived = {}
+    if layered.network.kind == "mlp" and "network.kind" not in chosen:
         derived["network.kind"] = ("auto", IMAGE_RULE)
+    convolutional = derived.get("network.kind", (layered.network.kind,))[0] != "mlp"
+    if convolutional and layered.compute.update_jit_compile and "compute.update_jit_compile" not in chosen:
+        derived["compute.update_jit_compile"] = (False, IMAGE_XLA_RULE)
     return derived
 
 

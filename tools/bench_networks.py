@@ -2,10 +2,12 @@
 
     python -m tools.bench_networks --out docs/bench-networks.json
 
-One batch-32 update (double DQN, n-step targets, Adam) and one act call for 4 envs, for the Nature CNN on
-84x84 and on 42x42 frames and `small_cnn` on 42x42 frames, each in float32 and mixed bfloat16, and the IMPALA
-network on 84x84 and 42x42 frames in float32, timed in interleaved rounds (the median of the rounds' best
-slices, `bench_timing`).
+One batch-32 update (double DQN, n-step targets, Adam; through `update_many` with k = 1, as the trainer calls
+it) and one act call for 4 envs, for the Nature CNN on 84x84 and on 42x42 frames and `small_cnn` on 42x42 frames,
+each in float32 and mixed bfloat16, and the IMPALA network on 84x84 and 42x42 frames in float32, timed in interleaved rounds (the median of the rounds' best
+slices, `bench_timing`); `nature_84_xla` and `nature_96_xla` are the Nature CNN's update compiled by XLA
+(`compute.update_jit_compile`, which the generic config sets for its MLP, and which an image env's CNN turns off
+by rule), beside the same network without it (96x96: CarRacing's frame side).
 """
 
 from __future__ import annotations
@@ -19,11 +21,13 @@ from tfdqn.bench.report import command_line, machine, publish
 from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
 from tools.bench_timing import calls_per_second
 
-VARIANTS = {  # name -> (network.kind, frame side, mixed precision)
-    "nature_84": ("nature_cnn", 84, False), "nature_84_bf16": ("nature_cnn", 84, True),
-    "nature_42": ("nature_cnn", 42, False), "nature_42_bf16": ("nature_cnn", 42, True),
-    "small_42": ("small_cnn", 42, False), "small_42_bf16": ("small_cnn", 42, True),
-    "impala_84": ("impala", 84, False), "impala_42": ("impala", 42, False)}
+VARIANTS = {  # name -> (network.kind, frame side, mixed precision, XLA update)
+    "nature_84": ("nature_cnn", 84, False, False), "nature_84_bf16": ("nature_cnn", 84, True, False),
+    "nature_42": ("nature_cnn", 42, False, False), "nature_42_bf16": ("nature_cnn", 42, True, False),
+    "small_42": ("small_cnn", 42, False, False), "small_42_bf16": ("small_cnn", 42, True, False),
+    "impala_84": ("impala", 84, False, False), "impala_42": ("impala", 42, False, False),
+    "nature_84_xla": ("nature_cnn", 84, False, True), "nature_96": ("nature_cnn", 96, False, False),
+    "nature_96_xla": ("nature_cnn", 96, False, True)}
 BATCH, ENVS, ACTIONS = 32, 4, 6
 
 
@@ -45,16 +49,18 @@ def measure(seconds: float, rounds: int, variants: list[str]) -> dict:
     rng = np.random.default_rng(0)
     calls = {}
     for name in dict.fromkeys(["nature_84", *variants]):
-        kind, side, bf16 = VARIANTS[name]
+        kind, side, bf16, xla = VARIANTS[name]
         config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": kind, "env.screen_size": side,
-                                                "compute.mixed_precision": bf16}, "atari_cpu")
+                                                "compute.mixed_precision": bf16,
+                                                "compute.update_jit_compile": xla}, "atari_cpu")
         agent = make_agent(config, (4, side, side), np.uint8, ACTIONS)
         frames = lambda n: rng.integers(0, 256, (n, 4, side, side), dtype=np.uint8)  # noqa: E731
         batch = (frames(BATCH), rng.integers(0, ACTIONS, BATCH).astype(np.int32),
                  rng.normal(size=BATCH).astype(np.float32), np.ones(BATCH, np.float32), frames(BATCH),
                  np.ones(BATCH, np.float32))
         observation, epsilon = frames(ENVS), np.float32(0.01)
-        calls[name] = (lambda a=agent, b=batch: a.learner.update(*b)["td_loss"].numpy(),
+        fused = tuple(column[None] for column in batch)  # one update as the trainer calls it: fused, k = 1
+        calls[name] = (lambda a=agent, b=fused: a.learner.update_many(*b)["td_loss"].numpy(),
                        lambda a=agent, o=observation: a.actor.act_with_epsilon(o, epsilon).numpy(),
                        agent.online.count_params())
     rates = {name: ([], []) for name in calls}
@@ -72,8 +78,9 @@ def markdown_table(figures: dict) -> str:
     lines = ["| network, frames, precision | update (ms, batch 32) | against Nature 84x84 | act (ms, 4 envs) | parameters |",
              "|---|---:|---:|---:|---:|"]
     for name, f in figures.items():
-        kind, side, bf16 = VARIANTS[name]
-        lines.append(f"| {kind}, {side}x{side}, {'bfloat16' if bf16 else 'float32'} | {f['update_ms']:.2f} | "
+        kind, side, bf16, xla = VARIANTS[name]
+        precision = ("bfloat16" if bf16 else "float32") + (", XLA update" if xla else "")
+        lines.append(f"| {kind}, {side}x{side}, {precision} | {f['update_ms']:.2f} | "
                      f"{f['update_against_nature_84']:.2f} | {f['act_ms']:.2f} | {f['params']:,} |")
     return "\n".join(lines) + "\n"
 
