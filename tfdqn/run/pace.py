@@ -154,8 +154,10 @@ class Pace:
         return (self._learning_starts - env_steps) / rate + \
             max(0, self._total - self._learning_starts) / self.learning_rate(rate)
 
-    def due_line(self) -> bool:
-        return not self.line_said and self._window.span() >= LINE_AFTER_SECONDS and bool(self._window.rate())
+    def due_line(self, env_steps: int) -> bool:
+        """Whether to say the line now: not yet said, the rate measured long enough, steps still to go."""
+        return (not self.line_said and env_steps < self._total and self._window.span() >= LINE_AFTER_SECONDS
+                and bool(self._window.rate()))
 
     def _update_cost(self) -> str:
         ms = f"{self._update_seconds * 1e3:.1f} ms"
@@ -206,6 +208,6 @@ class PaceHook(PeriodicHook):
     def __call__(self, env_steps: int) -> None:
         self._last = time.monotonic()
         self._pace.observe(self._last, env_steps)
-        if self._pace.due_line():
+        if self._pace.due_line(env_steps):
             tqdm.tqdm.write(self._pace.line(env_steps), file=sys.stdout)
             sys.stdout.flush()
