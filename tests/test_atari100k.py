@@ -63,7 +63,7 @@ def test_games_at_or_above_against_enumeration():
     assert atari100k.games_at_or_above(chances) == pytest.approx(exact.tolist())
 
 
-TINY = ["--preset", "drq_eps", "--games", "Pong", "--reps", "200", "--set=run.total_steps=400",
+TINY = ["--preset", "drq_eps", "--games", "Pong", "--reps", "200", "--set=run.total_steps=340",
         "--set=run.learning_starts=300", "--set=replay.capacity=1000", "--set=run.final_eval_episodes=2",
         "--set=env.max_episode_frames=2000"]
 
@@ -92,10 +92,10 @@ def test_runs_go_two_at_once_and_the_record_keeps_every_run_it_holds(tmp_path):
     results = json.loads(record.read_text())
     runs = sorted(results["runs"], key=lambda run: run["seed"])
     assert [(r["game"], r["seed"], r["episodes"], r["env_steps"], r["starts"]) for r in runs] == [
-        ("Pong", seed, 2, 400, ["new"]) for seed in range(3)]
+        ("Pong", seed, 2, 340, ["new"]) for seed in range(3)]
     (recipe,) = {run["config_hash"] for run in runs}
     for run in runs:  # each run carries its recipe: hash, resolved config, version and commit
-        assert run["commit"] == _head_commit() and run["tfdqn_version"] and run["config"]["run"]["total_steps"] == 400
+        assert run["commit"] == _head_commit() and run["tfdqn_version"] and run["config"]["run"]["total_steps"] == 340
         assert pathlib.Path(run["run_dir"]).name == f"Pong-drq_eps-{recipe}-seed{run['seed']}"
     assert _overlap([runs[0]["worker_unix_span"], runs[1]["worker_unix_span"]])  # one process per core, at once
     (report,) = results["reports"].values()
@@ -162,7 +162,7 @@ def test_runs_go_as_ray_tasks_on_a_cluster(tmp_path):
     assert "2 runs to train, 2 at a time" in result.stdout
     runs = sorted(json.loads(record.read_text())["runs"], key=lambda run: run["seed"])
     assert [(r["seed"], r["starts"], r["commit"], r["env_steps"]) for r in runs] == [
-        (0, ["new"], _head_commit(), 400), (1, ["new"], _head_commit(), 400)]
+        (0, ["new"], _head_commit(), 340), (1, ["new"], _head_commit(), 340)]
     assert runs[0]["config_hash"] == runs[1]["config_hash"]
     assert _overlap([run["worker_unix_span"] for run in runs])
 

@@ -21,8 +21,8 @@ import tqdm
 from tfdqn.run.drivers import MAX_FUSED_UPDATES
 from tfdqn.run.hooks import PeriodicHook
 
-PROBE_SECONDS = 0.3  # time spent timing the update after its first (compiling) call
-PROBE_CALLS = (3, 20)  # fewest and most timed calls
+PROBE_SECONDS = 0.2  # time spent timing each of the two figures after the first (compiling) calls
+PROBE_CALLS = (3, 10)  # fewest and most timed calls of each
 WINDOW_SECONDS = 60.0  # the measured rate is env steps over the last minute of the phase under way
 LINE_AFTER_SECONDS = 3.0  # the expected length is said once the rate spans this long
 
