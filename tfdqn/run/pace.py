@@ -2,10 +2,12 @@
 
 The warm-up (`run.learning_starts` env steps of acting alone) runs several times faster than learning, so a
 time left read from its rate promises hours that learning turns into days. Before the loop starts, the
-run times its own compiled update on a batch of zeros and puts back every variable the update wrote, so
-the run is the one it would have been. During the warm-up the time left counts the learning to come at
-the rate that cost implies beside the warm-up's measured one; once learning runs, its own measured rate
-(over the last minute) takes over. Periodic evaluations come on top.
+run times its own compiled update on batches of zeros, between the act calls the loop makes meanwhile, and
+puts back every variable they wrote, so the run is the one it would have been. During the warm-up the time
+left counts the learning to come at the rate that cost implies beside the warm-up's measured one; once
+learning runs, its own measured rate (over the last minute) takes over. Periodic evaluations come on top.
+With the replay on the accelerator the host replay's update is timed: the in-graph one has nothing to
+sample before the replay holds a batch.
 """
 
 from __future__ import annotations
@@ -79,8 +81,7 @@ def measure_update_seconds(agent, batch_size: int, fused: int = 1, act_rows: int
     state = _probe_state(agent)
     saved = [variable.numpy() for variable in state]
     try:
-        cycle()
-        act()
+        cycle()  # the first calls compile
         alone = _median_seconds(act) if acts else 0.0
         return max(0.0, _median_seconds(cycle) - acts * alone) / fused
     finally:
