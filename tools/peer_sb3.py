@@ -18,6 +18,7 @@ def steps_per_second(total_steps: int, learning_starts: int, capacity: int) -> d
     import torch
     from stable_baselines3 import DQN
     from stable_baselines3.common.env_util import make_atari_env
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import VecFrameStack
 
     gymnasium.register_envs(ale_py)
@@ -30,6 +31,7 @@ def steps_per_second(total_steps: int, learning_starts: int, capacity: int) -> d
                 max_grad_norm=10.0, exploration_initial_eps=1.0, exploration_final_eps=0.01,
                 exploration_fraction=min(1.0, 1_000_000 / total_steps),
                 policy_kwargs={"optimizer_kwargs": {"eps": 1.5e-4}}, device="cpu", seed=0, verbose=0)
+    model.set_logger(Logger(None, []))  # no log output, so SB3 makes no SB3-<date> folder in the temp dir
     start = time.perf_counter()
     model.learn(total_timesteps=total_steps)
     wall = time.perf_counter() - start

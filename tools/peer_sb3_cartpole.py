@@ -24,6 +24,7 @@ import gymnasium  # noqa: E402
 import numpy as np  # noqa: E402
 from stable_baselines3 import DQN  # noqa: E402
 from stable_baselines3.common.callbacks import EvalCallback  # noqa: E402
+from stable_baselines3.common.logger import Logger  # noqa: E402
 from stable_baselines3.common.evaluation import evaluate_policy  # noqa: E402
 from stable_baselines3.common.vec_env import DummyVecEnv  # noqa: E402
 
@@ -78,6 +79,7 @@ def main() -> None:
     parser.add_argument("--eval-episodes", type=int, default=10)
     args = parser.parse_args()
     model = DQN("MlpPolicy", gymnasium.make("CartPole-v1"), seed=args.seed, device="cpu", verbose=0, **ZOO_CARTPOLE)
+    model.set_logger(Logger(None, []))  # no log output, so SB3 makes no SB3-<date> folder in the temp dir
     with tempfile.TemporaryDirectory() as best_model_dir:
         callback = SeededEvaluation(args.eval_every, args.eval_episodes, args.seed, best_model_dir)
         emit("learn_start")
