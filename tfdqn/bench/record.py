@@ -3,14 +3,19 @@
 A run enters the record as it ends and stays there until a flag that names it removes it: a report over a
 subset of games or seeds, or a lost run folder, keeps every other run. Each run carries its RunKey (config
 hash and seed), its resolved config, the tfdqn version and the git commit that trained it, so runs of two
-recipes in one file are told apart and never pooled. Every write is atomic.
+recipes in one file are told apart and never pooled. Every write is atomic, and each change is made to the
+file as it is on disk at that moment, under a lock on its folder, so two sweeps sharing one record keep each
+other's runs.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import datetime
+import fcntl
 import json
+import os
 import pathlib
 import subprocess
 
@@ -74,27 +79,43 @@ class Record:
         return [run for run in self.runs if run.get(field) == recipe]
 
     def put(self, run: dict) -> None:
-        """Record a finished run (replacing the entry with its identity) and write the file at once; the run
-        brings its own `provenance()`, taken where it trained."""
+        """Record a finished run (replacing the entry with its identity) in the file at once; the run brings its
+        own `provenance()`, taken where it trained."""
         stamped = {**run, "recorded_at": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
-        self.data["runs"] = [kept for kept in self.runs if self._id(kept) != self._id(run)] + [stamped]
-        self.save()
+        with self._change():
+            self.data["runs"] = [kept for kept in self.runs if self._id(kept) != self._id(run)] + [stamped]
 
-    def remove(self, **identity) -> dict:
-        """Take out the run with this identity (a user's explicit request); a one-line error if there is none."""
-        run = self.get(**identity)
-        if run is None:
-            named = ", ".join(f"{name} {value}" for name, value in identity.items())
-            raise UserError(f"--remove: the record {self.path} holds no run with {named}; allowed: a run it holds")
-        self.data["runs"].remove(run)
-        return run
+    def remove(self, identities: list[dict]) -> None:
+        """Take out the runs with these identities (a user's explicit request) in one write; a one-line error,
+        and nothing written, if one is not there."""
+        with self._change():
+            for identity in identities:
+                run = self.get(**identity)
+                if run is None:
+                    named = ", ".join(f"{name} {value}" for name, value in identity.items())
+                    raise UserError(f"--remove: the record {self.path} holds no run with {named}; allowed: a run it "
+                                    f"holds")
+                self.data["runs"].remove(run)
 
     def report(self, config_hash: str, report: dict) -> None:
-        """Keep the newest report of a recipe beside the runs (the runs stay the record)."""
-        self.data["reports"][config_hash] = report
+        """Keep the newest report of a recipe beside the runs (the runs stay the record), in the file at once."""
+        with self._change():
+            self.data["reports"][config_hash] = report
 
-    def save(self) -> None:
-        write_json(self.path, self.data)
+    @contextlib.contextmanager
+    def _change(self):
+        """Hold the folder's lock, bring `data` up to the file (another sweep may have written it since), let the
+        caller change it, then write it: a change that raises writes nothing."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        folder = os.open(self.path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX)
+            if self.path.exists():
+                self.data = self._read()
+            yield
+            write_json(self.path, self.data)
+        finally:
+            os.close(folder)  # closing the descriptor releases the lock
 
     def other_recipes(self, recipe: str, field: str = "config_hash") -> dict[str, int]:
         """Runs per recipe (by `field`) that is not `recipe`, so a report can say what else the file holds."""

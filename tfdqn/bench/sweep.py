@@ -51,12 +51,12 @@ def removals(texts: list[str]) -> list[tuple[str, int]]:
 
 def apply_removals(record: Record, texts: list[str], config_hash_of) -> None:
     """Take the runs `--remove` names (`config_hash_of(game, seed)`: this recipe's) out of the record, the only
-    way a run leaves it, and write it."""
-    for game, seed in removals(texts):
-        record.remove(game=game, config_hash=config_hash_of(game, seed), seed=seed)
+    way a run leaves it: all in one write, or none if one is not there."""
+    pairs = removals(texts)
+    if pairs:
+        record.remove([{"game": game, "config_hash": config_hash_of(game, seed), "seed": seed} for game, seed in pairs])
+    for game, seed in pairs:
         print(f"removed {game} seed {seed} of this recipe from the record {record.path}")
-    if texts:
-        record.save()
 
 
 def open_record(out: str, tool: str) -> Record:

@@ -177,7 +177,6 @@ def _main(args) -> int:
     if args.plot:
         plot_curves(runs, args.plot)
     record.report(recipe, {"command": args.command, "machine": machine()})
-    record.save()
     others = record.other_recipes(recipe)
     note = f"Recipe {recipe}" + (f"; the record also holds {sum(others.values())} run(s) of other recipes, reported "
                                  f"apart ({', '.join(others)})" if others else "") + ".\n"
