@@ -2,7 +2,7 @@ import keras
 import numpy as np
 
 from tfdqn.telemetry.flops import forward_flops, layer_flops, update_flops
-from tfdqn.agent.networks import mlp, nature_cnn
+from tfdqn.agent.networks import image_cnn, mlp
 
 
 def test_nature_cnn_flops_follow_the_layer_shapes():
@@ -10,7 +10,7 @@ def test_nature_cnn_flops_follow_the_layer_shapes():
     3x3x64, dense 3136x512 and 512x4; two FLOPs per multiply-add."""
     expected = [2 * 20 * 20 * 32 * 8 * 8 * 4, 2 * 9 * 9 * 64 * 4 * 4 * 32, 2 * 7 * 7 * 64 * 3 * 3 * 64,
                 2 * 3136 * 512, 2 * 512 * 4]
-    model = nature_cnn((4, 84, 84), 4)
+    model = image_cnn("nature_cnn", (4, 84, 84), 4)
     assert layer_flops(model) == expected
     assert forward_flops(model, 8) == 8 * sum(expected)
     forward = sum(expected)
@@ -30,7 +30,7 @@ def test_iqn_head_layers_count_once_per_fraction():
     outputs once per fraction: K = 32 when acting, N = N' = 64 in the update's online and target passes."""
     from tfdqn.agent.heads import HeadSpec
 
-    model = nature_cnn((4, 84, 84), 4, head=HeadSpec(loss="implicit_quantile", outputs=32))
+    model = image_cnn("nature_cnn", (4, 84, 84), 4, head=HeadSpec(loss="implicit_quantile", outputs=32))
     conv = [2 * 20 * 20 * 32 * 8 * 8 * 4, 2 * 9 * 9 * 64 * 4 * 4 * 32, 2 * 7 * 7 * 64 * 3 * 3 * 64]
     head = [2 * 64 * 3136, 2 * 3136 * 512, 2 * 512 * 4]
     assert layer_flops(model) == conv + [32 * count for count in head]

@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from tfdqn.agent.heads import HeadSpec
-from tfdqn.agent.networks import Dense, impala, nature_cnn, small_cnn
+from tfdqn.agent.networks import Dense, image_cnn
 
 
 def _pair(policy, activation="relu"):
@@ -51,7 +51,7 @@ def test_dense_reads_keras_dense_checkpoints(tmp_path):
 
 
 def test_nature_cnn_takes_uint8_stacks_and_gives_float32_q_values():
-    model = nature_cnn((4, 84, 84), 6)
+    model = image_cnn("nature_cnn", (4, 84, 84), 6)
     q = model(np.zeros((3, 4, 84, 84), np.uint8))
     assert q.shape == (3, 6) and q.dtype == tf.float32
     conv = (8 * 8 * 4 + 1) * 32 + (4 * 4 * 32 + 1) * 64 + (3 * 3 * 64 + 1) * 64
@@ -61,7 +61,7 @@ def test_nature_cnn_takes_uint8_stacks_and_gives_float32_q_values():
 def test_same_padding_is_dopamines_atari_100k_network():
     """jax/networks.py FullRainbowNetwork (Dopamine 5873f54): flax convolutions padded SAME, 84 -> 21 -> 11 -> 11,
     one shared dense 512, then dueling value and advantage layers."""
-    model = nature_cnn((4, 84, 84), 4, head=HeadSpec(dueling=True), padding="same")
+    model = image_cnn("nature_cnn", (4, 84, 84), 4, head=HeadSpec(dueling=True), padding="same")
     assert model(np.zeros((2, 4, 84, 84), np.uint8)).shape == (2, 4)
     flatten = next(layer for layer in model.layers if isinstance(layer, keras.layers.Flatten))
     assert flatten.output.shape == (None, 11 * 11 * 64)
@@ -71,7 +71,7 @@ def test_same_padding_is_dopamines_atari_100k_network():
 
 
 def test_small_cnn_keeps_an_11x11_map_of_a_42x42_frame():
-    model = small_cnn((4, 42, 42), 6)
+    model = image_cnn("small_cnn", (4, 42, 42), 6)
     q = model(np.zeros((3, 4, 42, 42), np.uint8))
     assert q.shape == (3, 6) and q.dtype == tf.float32
     assert model.layers[-2].input.shape == (None, 11 * 11 * 32)  # 'same' padding: 42 -> 21 -> 11
@@ -84,7 +84,7 @@ def test_the_impala_network_is_three_residual_stacks_then_dopamines_dense_512(si
     """Espeholt et al. 2018's encoder as Dopamine's ImpalaDQNNetwork runs it (jax/networks.py): stacks of 16, 32
     and 32 channels, each a 3x3 conv, a 3x3/2 max-pool ('same': 84 -> 42 -> 21 -> 11) and two residual blocks
     of two 3x3 convs; then relu, dense 512 and the head."""
-    model = impala((4, side, side), 6)
+    model = image_cnn("impala", (4, side, side), 6)
     frames = np.random.default_rng(0).integers(0, 256, (2, 4, side, side), dtype=np.uint8)
     assert model(frames).shape == (2, 6)
     flatten = next(layer for layer in model.layers if isinstance(layer, keras.layers.Flatten))
@@ -94,7 +94,7 @@ def test_the_impala_network_is_three_residual_stacks_then_dopamines_dense_512(si
     for before, channels in zip((4, 16, 32), (16, 32, 32)):  # the stack's first conv, then its blocks' four
         conv += (9 * before + 1) * channels + 4 * (9 * channels + 1) * channels
     assert model.count_params() == conv + (map_side * map_side * 32 + 1) * 512 + (512 + 1) * 6
-    same = impala((4, side, side), 6, seed=3), impala((4, side, side), 6, seed=3)
+    same = image_cnn("impala", (4, side, side), 6, seed=3), image_cnn("impala", (4, side, side), 6, seed=3)
     assert all(np.array_equal(a, b) for a, b in zip(*(m.get_weights() for m in same)))
 
 

@@ -4,6 +4,7 @@ Every layer takes its dtype policy and its initializer's seed from the caller, n
 process-global policy or random state, so building a network changes nothing in the user's program."""
 
 import random
+from typing import Callable, NamedTuple
 
 import keras
 import numpy as np
@@ -127,62 +128,44 @@ def _channels_last(x, observation_shape: tuple, policy: str):
 NATURE_CNN_MIN_SIDE = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave a 1x1 map at 36 pixels
 
 
-def nature_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "float32",
-               seed: int | None = None, head: HeadSpec = HeadSpec(), padding: str = "valid") -> keras.Model:
-    """The Nature DQN (Mnih et al. 2015): conv 32x8x8/4, 64x4x4/2, 64x3x3/1, then the head's dense 512.
-
-    `padding` "valid" is the Nature network's (84x84 frames end in a 7x7x64 map); "same" is Dopamine's
-    Atari-100k network (flax's default padding, jax/networks.py FullRainbowNetwork: an 11x11x64 map, so the
-    dense layer reads 7,744 features and the network holds about 2.4 times the weights).
-    Input is a uint8 stack [stack, height, width]; it is moved to channels-last (the layout CPU
-    convolutions support) and scaled to [0, 1] inside the graph."""
-    layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
-    inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
-    x = _nature_body(layers, _scaled_channels_last(inputs, observation_shape, policy), padding)
-    return keras.Model(inputs, _head(layers, x, 512, num_actions), name="nature_cnn", dtype=policy)
-
-
 def _scaled_channels_last(inputs, observation_shape: tuple, policy: str):
     return _channels_last(keras.layers.Rescaling(1.0 / 255.0, dtype=policy)(keras.ops.cast(inputs, "float32")),
                           observation_shape, policy)
 
 
 def _nature_body(layers: _Layers, x, padding: str = "valid"):
-    """The Nature DQN's convolutions over channels-last images in [0, 1], flattened."""
+    """The Nature DQN (Mnih et al. 2015): conv 32x8x8/4, 64x4x4/2, 64x3x3/1, flattened (then the head's
+    dense 512).
+
+    `padding` "valid" is the Nature network's (84x84 frames end in a 7x7x64 map); "same" is Dopamine's
+    Atari-100k network (flax's default padding, jax/networks.py FullRainbowNetwork: an 11x11x64 map, so the
+    dense layer reads 7,744 features and the network holds about 2.4 times the weights)."""
     x = layers.conv(32, 8, strides=4, padding=padding)(x)
     x = layers.conv(64, 4, strides=2, padding=padding)(x)
     x = layers.conv(64, 3, strides=1, padding=padding)(x)
     return keras.layers.Flatten(dtype=layers.dtype_policy)(x)
 
 
-def _small_body(layers: _Layers, x):
-    """small_cnn's convolutions over channels-last images in [0, 1], flattened."""
+def _small_body(layers: _Layers, x, padding: str = "valid"):
+    """A CNN for small frames (42x42, as RLlib's tuned Pong DQN plays): conv 16x4x4/2 and 32x4x4/2 with
+    'same' padding whatever `padding` says, flattened, then the head's dense 256 over the whole 11x11 map
+    (RLlib's 42x42 filters end in a 256x11x11 convolution: the same layer). The Nature CNN's stride-4 first
+    layer leaves a 42x42 frame a 1x1x64 map, too coarse to place a 1-pixel ball; this one keeps an 11x11 map
+    at about a quarter of the Nature CNN's cost on 84x84 frames."""
     x = layers.conv(16, 4, strides=2, padding="same")(x)
     x = layers.conv(32, 4, strides=2, padding="same")(x)
     return keras.layers.Flatten(dtype=layers.dtype_policy)(x)
 
 
-def small_cnn(observation_shape: tuple, num_actions: int, dtype_policy: str = "float32",
-              seed: int | None = None, head: HeadSpec = HeadSpec()) -> keras.Model:
-    """A CNN for small frames (42x42, as RLlib's tuned Pong DQN plays): conv 16x4x4/2 and 32x4x4/2 with
-    'same' padding, then the head's dense 256 over the whole 11x11 map (RLlib's 42x42 filters end in a
-    256x11x11 convolution: the same layer). The Nature CNN's stride-4 first layer leaves a 42x42 frame a
-    1x1x64 map, too coarse to place a 1-pixel ball; this one keeps an 11x11 map at about a quarter of
-    the Nature CNN's cost on 84x84 frames."""
-    layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
-    inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
-    x = _small_body(layers, _scaled_channels_last(inputs, observation_shape, policy))
-    return keras.Model(inputs, _head(layers, x, 256, num_actions), name="small_cnn", dtype=policy)
-
-
 IMPALA_STACKS = (16, 32, 32)  # channels of the IMPALA network's three stacks (Espeholt et al. 2018)
-IMPALA_HIDDEN = 512  # its dense layer: Dopamine's ImpalaDQNNetwork (the paper's agent has 256, then an LSTM)
 
 
-def _impala_body(layers: _Layers, x):
+def _impala_body(layers: _Layers, x, padding: str = "valid"):
     """The IMPALA network's encoder (Espeholt et al. 2018) as Dopamine's ImpalaEncoder runs it: per stack a 3x3
     convolution, a 3x3 max-pool of stride 2 and two residual blocks (relu, 3x3 conv, relu, 3x3 conv, plus the
-    block's input), all 'same' padded; then relu, flattened. 84x84 frames end in an 11x11x32 map, 42x42 in 6x6x32."""
+    block's input), all 'same' padded whatever `padding` says; then relu, flattened. 84x84 frames end in an
+    11x11x32 map, 42x42 in 6x6x32; with the head's dense 512 (Dopamine's ImpalaDQNNetwork; the paper's agent has
+    256, then an LSTM) it holds 2.08M weights at 84x84 against the Nature CNN's 1.69M, most in the dense layer."""
     policy = layers.dtype_policy
     for channels in IMPALA_STACKS:
         x = layers.conv(channels, 3, strides=1, padding="same", activation=None)(x)
@@ -195,14 +178,24 @@ def _impala_body(layers: _Layers, x):
     return keras.layers.Flatten(dtype=policy)(keras.layers.ReLU(dtype=policy)(x))
 
 
-def impala(observation_shape: tuple, num_actions: int, dtype_policy: str = "float32", seed: int | None = None,
-           head: HeadSpec = HeadSpec()) -> keras.Model:
-    """The IMPALA network over uint8 frames, then the head's dense 512 (Dopamine's ImpalaDQNNetwork): at 84x84
-    2.08M weights against the Nature CNN's 1.69M, most of them in the dense layer over its 11x11x32 map."""
+class _Cnn(NamedTuple):
+    body: Callable  # (layers, channels-last images in [0, 1], padding) -> flattened features
+    hidden: int  # the head's dense layer over them
+
+
+CNNS = {"nature_cnn": _Cnn(_nature_body, 512), "small_cnn": _Cnn(_small_body, 256),
+        "impala": _Cnn(_impala_body, 512)}
+
+
+def image_cnn(kind: str, observation_shape: tuple, num_actions: int, dtype_policy: str = "float32",
+              seed: int | None = None, head: HeadSpec = HeadSpec(), padding: str = "valid") -> keras.Model:
+    """The CNN `kind` (a key of CNNS) over a uint8 image stack [stack, height, width] (or [H, W], or colour
+    stacks: `_channels_last`), moved to channels-last (the layout CPU convolutions support) and scaled to
+    [0, 1] inside the graph, then the head over its features."""
     layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input(observation_shape, dtype="uint8", name="observation")
-    x = _impala_body(layers, _scaled_channels_last(inputs, observation_shape, policy))
-    return keras.Model(inputs, _head(layers, x, IMPALA_HIDDEN, num_actions), name="impala", dtype=policy)
+    x = CNNS[kind].body(layers, _scaled_channels_last(inputs, observation_shape, policy), padding)
+    return keras.Model(inputs, _head(layers, x, CNNS[kind].hidden, num_actions), name=kind, dtype=policy)
 
 
 def encoded_network(layout, kind: str, num_actions: int, hidden_sizes: tuple, dtype_policy: str = "float32",
@@ -213,7 +206,7 @@ def encoded_network(layout, kind: str, num_actions: int, hidden_sizes: tuple, dt
     layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input((layout.width,), dtype="uint8", name="observation")
     images = [part for part in layout.inputs if part.kind == "image"] if kind != "mlp" else []
-    if kind in ("nature_cnn", "small_cnn", "impala") and not images:
+    if kind in CNNS and not images:
         raise UserError(f"network.kind = {kind} needs an image in the observation; this env's holds none; allowed: "
                         f"network.kind = mlp or auto")
     features = ObservationFeatures(layout.to_config(), images=bool(images), dtype=policy)(inputs)
@@ -221,9 +214,7 @@ def encoded_network(layout, kind: str, num_actions: int, hidden_sizes: tuple, dt
     features = features[:len(features) - len(images)]
     for part, x in zip(images, pixels):
         side = min(part.shape[:2] if part.image == "hwc" else part.shape[-2:])
-        chosen = _cnn_for(kind, side, part.shape, conv_padding)
-        features.append(_nature_body(layers, x, conv_padding) if chosen == "nature_cnn" else
-                        _impala_body(layers, x) if chosen == "impala" else _small_body(layers, x))
+        features.append(CNNS[_cnn_for(kind, side, part.shape, conv_padding)].body(layers, x, conv_padding))
     x = features[0] if len(features) == 1 else keras.layers.Concatenate(dtype=policy)(features)
     for units in hidden_sizes[:-1]:
         x = layers.dense(units, activation="relu")(x)
@@ -262,8 +253,4 @@ def make_network(kind: str, observation_shape: tuple, observation_dtype, num_act
         raise UserError(f"network.kind = {kind} needs image observations (uint8), not {np.dtype(observation_dtype).name} "
                         f"{list(observation_shape)}; allowed: network.kind = mlp or auto")
     kind = _cnn_for(kind, side, observation_shape[-2:], conv_padding)
-    if kind == "nature_cnn":
-        return nature_cnn(observation_shape, num_actions, dtype_policy, seed, head, conv_padding)
-    if kind == "impala":
-        return impala(observation_shape, num_actions, dtype_policy, seed, head)
-    return small_cnn(observation_shape, num_actions, dtype_policy, seed, head)
+    return image_cnn(kind, observation_shape, num_actions, dtype_policy, seed, head, conv_padding)
