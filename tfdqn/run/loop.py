@@ -19,8 +19,7 @@ from tfdqn.errors import RunFailure
 from tfdqn.run.build import Run, build_run
 from tfdqn.run.cadence import no_update_reason
 from tfdqn.run.collectors import CollectionStopped, CollectorFailure
-from tfdqn.run.summary import finish, summarize
-from tfdqn.sources import read_best
+from tfdqn.run.summary import final_evaluation_plan, finish, summarize
 
 
 def _run_due_hooks(run: Run, before: int, env_steps: int, final: bool) -> None:
@@ -73,25 +72,12 @@ def run_loop(run: Run) -> int:
     return env_steps
 
 
-def _final_evaluation_plan(run: Run, env_steps: int) -> str:
-    """What `summary.finish` plays: the last network, then the best-evaluated one where periodic evaluation
-    kept an earlier one."""
-    episodes = run.config.run.final_eval_episodes
-    best = read_best(run.run_dir / "checkpoints")
-    line = f"final evaluation under way: {episodes} episodes of the last network (env step {env_steps})"
-    if best is None:
-        return line
-    if best["env_steps"] == env_steps:
-        return f"{line}, the best-evaluated one"
-    return f"{line}, then {episodes} of the best-evaluated one (env step {best['env_steps']})"
-
-
 def _end_training(run: Run, summary: dict) -> None:
     """Tell the hooks training ended, at the rate summary.json records, and what follows: the progress bar
     closes there and says that the final evaluation is playing (for minutes on Atari), if the run goes on
     to one."""
     evaluates = not run.stop.requested and summary["updates"] > 0
-    plan = _final_evaluation_plan(run, summary["env_steps"]) if evaluates else None
+    plan = final_evaluation_plan(run, summary["env_steps"]) if evaluates else None
     for hook in run.hooks:
         hook.end_training(summary["env_steps"], summary["env_steps_per_sec"], plan)
 

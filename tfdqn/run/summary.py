@@ -75,14 +75,29 @@ def _final_evaluation(run, env_steps: int) -> dict | None:
             "final_eval_returns": returns}
 
 
+def _earlier_best(run, env_steps: int) -> tuple[dict | None, bool]:
+    """The record of the best-evaluated network where it is not the last one (None otherwise), and whether
+    periodic evaluation kept a best network at all: what `finish` plays after the last network."""
+    best = read_best(run.run_dir / "checkpoints")
+    return (best if best is not None and best["env_steps"] != env_steps else None), best is not None
+
+
+def final_evaluation_plan(run, env_steps: int) -> str:
+    """The line that says what `finish` plays, shown while it plays (for minutes on Atari)."""
+    episodes = run.config.run.final_eval_episodes
+    earlier, kept = _earlier_best(run, env_steps)
+    line = f"final evaluation under way: {episodes} episodes of the last network (env step {env_steps})"
+    if earlier is not None:
+        return f"{line}, then {episodes} of the best-evaluated one (env step {earlier['env_steps']})"
+    return f"{line}, the best-evaluated one" if kept else line
+
+
 def _load_best(run, env_steps: int) -> dict | None:
     """Load the best-evaluated network into the online network, unless the last one is it; its record or None."""
-    directory = run.run_dir / "checkpoints"
-    best = read_best(directory)
-    if best is None or best["env_steps"] == env_steps:
-        return None
-    restore_online(directory, run.agent.online, "best")
-    run.agent.sync_acting_copy(force=True)
+    best, _ = _earlier_best(run, env_steps)
+    if best is not None:
+        restore_online(run.run_dir / "checkpoints", run.agent.online, "best")
+        run.agent.sync_acting_copy(force=True)
     return best
 
 
