@@ -6,6 +6,7 @@ largest Q-value difference (`policy.json`'s `litert`)."""
 
 from __future__ import annotations
 
+import itertools
 import pathlib
 
 import keras
@@ -17,7 +18,7 @@ from tfdqn.agent.legal_actions import masked_q_numpy
 from tfdqn.envs.make import EnvSpec, make_env
 from tfdqn.errors import UserError
 from tfdqn.litert_policy import LITERT_FILES, QUANTIZE, LiteRTPolicy
-from tfdqn.replay.frame_stack import FrameStack
+from tfdqn.run.evaluation import play_steps
 
 PLAY_EPSILON = 0.1  # random actions while collecting observations, so they cover more than one trajectory
 
@@ -28,23 +29,17 @@ def play_observations(config: config_lib.DQNConfig, spec: EnvSpec, network: kera
     (a random one with probability PLAY_EPSILON), as the actor stacks them."""
     env, _ = make_env(config.env, seed=seed)
     rng = np.random.default_rng(seed)
-    stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
+
+    def choose(observation: np.ndarray) -> int:
+        q_values = network(observation, training=False).numpy()
+        legal = spec.layout.legal(observation) if spec.layout is not None else None
+        greedy = int(np.argmax(q_values if legal is None else masked_q_numpy(q_values, legal)))
+        return int(rng.integers(spec.num_actions)) if rng.random() < PLAY_EPSILON else greedy
+
     observations = np.empty((count, *spec.observation_shape), spec.frame_dtype)
     try:
-        frame, _ = env.reset(seed=seed)
-        stack.reset(0, frame)
-        for i in range(count):
-            observations[i] = stack.observation[0]
-            q_values = network(observations[i:i + 1], training=False).numpy()
-            legal = spec.layout.legal(observations[i:i + 1]) if spec.layout is not None else None
-            greedy = int(np.argmax(q_values if legal is None else masked_q_numpy(q_values, legal)))
-            action = int(rng.integers(spec.num_actions)) if rng.random() < PLAY_EPSILON else greedy
-            frame, _, terminated, truncated, _ = env.step(action)
-            if terminated or truncated:
-                frame, _ = env.reset()
-                stack.reset(0, frame)
-            else:
-                stack.push(frame[None])
+        for i, (observation, _) in enumerate(itertools.islice(play_steps(env, spec, choose, seed), count)):
+            observations[i] = observation[0]
     finally:
         env.close()
     return observations

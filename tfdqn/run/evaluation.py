@@ -29,6 +29,24 @@ def evaluation_seed(seed: int, purpose: int, env_steps: int) -> int:
     return derive_seed(seed, purpose, env_steps, bits=31)
 
 
+def play_steps(env, spec: EnvSpec, choose, seed: int | None = None):
+    """Play one env from a reset with `seed`, each action `choose(observation)` on the stacked observation
+    [1, *observation_shape]; yields (observation, info) after each step, the observation still the one the
+    action was chosen on. A game's end resets the env and the stack (no frames across games)."""
+    stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
+    frame, _ = env.reset(seed=seed)
+    stack.reset(0, frame)
+    while True:
+        observation = stack.observation
+        frame, _, terminated, truncated, info = env.step(choose(observation))
+        yield observation, info
+        if terminated or truncated:
+            frame, _ = env.reset()
+            stack.reset(0, frame)
+        else:
+            stack.push(frame[None])
+
+
 def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float, seed: int | None = None,
                  on_step=None, should_stop=None) -> list[float]:
     """Play `episodes` whole games from a reset with `seed` and return their raw returns.
@@ -37,23 +55,16 @@ def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float
     (video recording); `should_stop()` ends the evaluation early (a stop signal)."""
     if seed is not None:
         actor.evaluation_generator.reset_from_seed(seed)
-    stack = FrameStack(1, spec.stack_size, spec.frame_shape, spec.frame_dtype)
     epsilon = tf.constant(epsilon, tf.float32)
+    steps = play_steps(env, spec, lambda observation: int(actor.act_with_epsilon(observation, epsilon).numpy()[0]),
+                       seed)
     returns = []
-    frame, _ = env.reset(seed=seed)
-    stack.reset(0, frame)
     while len(returns) < episodes and not (should_stop and should_stop()):
-        action = int(actor.act_with_epsilon(stack.observation, epsilon).numpy()[0])
-        frame, _, terminated, truncated, info = env.step(action)
+        _, info = next(steps)
         if on_step is not None:
             on_step(env, info)
         if "episode" in info:
             returns.append(float(np.asarray(info["episode"]["r"]).item()))
-        if terminated or truncated:
-            frame, _ = env.reset()
-            stack.reset(0, frame)
-        else:
-            stack.push(frame[None])
     return returns
 
 
