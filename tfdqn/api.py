@@ -7,7 +7,7 @@ import pathlib
 
 from tfdqn import config as config_lib
 from tfdqn.errors import UserError
-from tfdqn.run.run_dir import (choose_run_dir, default_run_name, finished_summary, load_run_config,
+from tfdqn.run.run_dir import (choose_run_dir, default_run_name, finished_summary, holds_files, load_run_config,
                                refuse_if_held)
 
 
@@ -15,13 +15,9 @@ def _fresh_default(logdir: str, config: config_lib.DQNConfig) -> pathlib.Path:
     """The command line's default name (env, seed, start second), with -2, -3, ... where it is taken."""
     base = default_run_name(config)
     for name in [base, *(f"{base}-{n}" for n in range(2, 1000))]:
-        if not _used(pathlib.Path(logdir) / name):
+        if not holds_files(pathlib.Path(logdir) / name):
             return choose_run_dir(logdir, name, config)
     raise UserError(f"logdir {logdir!r} holds runs {base} to {base}-999; allowed: another logdir")
-
-
-def _used(folder: pathlib.Path) -> bool:
-    return folder.is_dir() and any(folder.iterdir())
 
 
 def prepare_run(config, run_dir, logdir: str, resume: bool) -> tuple[pathlib.Path, config_lib.DQNConfig, dict | None]:
@@ -33,7 +29,7 @@ def prepare_run(config, run_dir, logdir: str, resume: bool) -> tuple[pathlib.Pat
     if run_dir is None:
         return _fresh_default(logdir, config), config, None
     run_dir = pathlib.Path(run_dir)
-    if _used(run_dir):
+    if holds_files(run_dir):
         refuse_if_held(run_dir)
         raise UserError(f"run_dir {str(run_dir)!r} already exists and is not empty; allowed: another run_dir, "
                         f"run_dir=None for a fresh one, or resume=True to continue its run")

@@ -19,6 +19,11 @@ def default_run_name(config: config_lib.DQNConfig) -> str:
     return f"{config.env.id.replace('/', '_')}-s{config.run.seed}-{stamp}"
 
 
+def holds_files(folder: pathlib.Path) -> bool:
+    """Whether `folder` is a used run folder: one that exists and is not empty (a new run never writes there)."""
+    return folder.is_dir() and any(folder.iterdir())
+
+
 def choose_run_dir(logdir: str, run_name: str | None, config: config_lib.DQNConfig) -> pathlib.Path:
     """A new run folder's path (not created yet): an existing non-empty one is refused so no checkpoint
     is overwritten (naming the process that writes it, if one does), and the nearest existing parent
@@ -28,7 +33,7 @@ def choose_run_dir(logdir: str, run_name: str | None, config: config_lib.DQNConf
     if not run_name or "/" in run_name or run_name in (".", ".."):
         raise UserError(f"--run-name {run_name!r} is not a folder name; allowed: a name without '/'")
     run_dir = pathlib.Path(logdir) / run_name
-    if run_dir.is_dir() and any(run_dir.iterdir()):
+    if holds_files(run_dir):
         refuse_if_held(run_dir)
         raise UserError(f"run folder {run_dir} already exists and is not empty; allowed: a new --run-name")
     existing = run_dir.absolute()
