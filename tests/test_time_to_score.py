@@ -43,10 +43,17 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     assert summary["reached_target"] is True and summary["target_return"] == -21.0
     assert "| Pong | config | 0 | -21 | yes | 400 |" in (tmp_path / "bench.md").read_text()
     assert (tmp_path / "curves.png").stat().st_size > 0 and (tmp_path / "curves.svg").stat().st_size > 0
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert run["commit"] == summary["code"]["commit"] == head  # the code the training process imported
+    # a finished run read back into a new record keeps the commit it trained at, not the one checked out now
+    summary["code"]["commit"] = "f" * 40
+    (run_dir / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "bench.json").unlink()
     written = (run_dir / "summary.json").stat().st_mtime_ns
     again = _bench(tmp_path, "--seeds", "0", "--target", "-21", "--total-steps", "4000")
     assert again.returncode == 0, again.stderr
     assert "nothing to train" in again.stdout and (run_dir / "summary.json").stat().st_mtime_ns == written
+    assert json.loads((tmp_path / "bench.json").read_text())["runs"][0]["commit"] == "f" * 40
     # another target is another recipe: trained in its own folder, never the first run's result under its label
     higher = _bench(tmp_path, "--seeds", "0", "--target", "21", "--total-steps", "800")
     assert higher.returncode == 0, higher.stderr

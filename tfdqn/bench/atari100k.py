@@ -238,7 +238,8 @@ def _main(args) -> int:
     entry = lambda run, outcome: {**sweep.run_facts(run, outcome), "preset": args.preset, "set": args.set}  # noqa: E731
     code = sweep.settle(record, plan(args, pathlib.Path(args.logdir)), entry, collect, where, args.report_only,
                         [run["run_seconds"] for run in record.of_recipe(suite, "suite_hash")])
-    runs = [run for run in record.of_recipe(suite, "suite_hash") if run["game"] in args.games and run["seed"] in args.seeds]
+    runs = sorted((run for run in record.of_recipe(suite, "suite_hash") if run["game"] in args.games
+                   and run["seed"] in args.seeds), key=lambda run: run["seed"])  # in seed order, not finishing order
     if not runs:
         if code:
             return code

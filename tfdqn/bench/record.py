@@ -17,28 +17,11 @@ import fcntl
 import json
 import os
 import pathlib
-import subprocess
 
-import tfdqn
 from tfdqn.atomic import write_json
 from tfdqn.errors import UserError
 
 FORMAT = 2  # 1: the results files of tools/atari100k.py and tools/bench_atari.py, keyed by preset name only
-
-
-def provenance() -> dict:
-    """The tfdqn version and, where tfdqn runs from a git checkout, its commit and whether it had changes."""
-    source = pathlib.Path(tfdqn.__file__).resolve().parent.parent
-    facts = {"tfdqn_version": tfdqn.__version__, "commit": None}
-    try:
-        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=source, capture_output=True, text=True, timeout=10)
-        changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=source,
-                                 capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return facts
-    if commit.returncode == 0 and changes.returncode == 0:
-        facts.update(commit=commit.stdout.strip(), commit_had_changes=bool(changes.stdout.strip()))
-    return facts
 
 
 class Record:
@@ -79,8 +62,8 @@ class Record:
         return [run for run in self.runs if run.get(field) == recipe]
 
     def put(self, run: dict) -> None:
-        """Record a finished run (replacing the entry with its identity) in the file at once; the run brings its
-        own `provenance()`, taken where it trained."""
+        """Record a finished run (replacing the entry with its identity) in the file at once; the run brings
+        the provenance of the code that trained it (`runs.code_of`)."""
         stamped = {**run, "recorded_at": datetime.datetime.now().astimezone().isoformat(timespec="seconds")}
         with self._change():
             self.data["runs"] = [kept for kept in self.runs if self._id(kept) != self._id(run)] + [stamped]

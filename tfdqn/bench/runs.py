@@ -23,7 +23,7 @@ import sys
 import threading
 import time
 
-from tfdqn.bench.record import provenance
+from tfdqn.provenance import provenance
 from tfdqn.bench.runkey import RunKey, check_folder
 from tfdqn.errors import UserError, one_line
 from tfdqn.extras import require
@@ -46,6 +46,12 @@ class PlannedRun:
 def finished(run_dir: pathlib.Path) -> dict | None:
     """The run's summary where it ended by itself (no stop signal), at its total steps or its target, else None."""
     return finished_summary(run_dir, total_steps=0)
+
+
+def code_of(run_dir: pathlib.Path) -> dict:
+    """The version and commit of the code whose process finished the run (its summary's `code`); for a summary
+    written before summaries carried it, this process's."""
+    return finished(run_dir).get("code") or provenance()
 
 
 def train_command(run_dir: pathlib.Path, arguments: tuple[str, ...]) -> tuple[list[str], str]:
@@ -100,7 +106,7 @@ def train_to_end(planned: PlannedRun, cpus: float, collect) -> dict:
                "worker_unix_span": [round(began, 3), round(time.time(), 3)]}  # when its worker began and ended
     if code != 0:
         return {**outcome, "last_line": _last_line(log)}
-    return {**outcome, **provenance(), **collect(run_dir, planned.key)}
+    return {**outcome, **code_of(run_dir), **collect(run_dir, planned.key)}
 
 
 def _last_line(log: pathlib.Path) -> str:
@@ -152,6 +158,9 @@ class Placement:
 def run_all(planned: list[PlannedRun], placement: Placement, collect, on_finished, recorded_seconds) -> int:
     """Train every planned run, `on_finished(planned_run, outcome)` as each one ends (in this thread, so the
     record has one writer); 0, or the exit code of a run that failed (the others still run and are recorded)."""
+    if not planned:
+        print(estimate_line(0, 1, recorded_seconds), flush=True)
+        return 0
     if placement.ray_address is not None:
         return _run_on_ray(planned, placement, collect, on_finished, recorded_seconds)
     at_once = max(1, int(usable_cpus() // placement.cpus_per_run))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 import pathlib
 
-from tfdqn.bench.record import Record, provenance
+from tfdqn.bench.record import Record
 from tfdqn.bench.runkey import check_folder
-from tfdqn.bench.runs import Placement, PlannedRun, finished, run_all
+from tfdqn.bench.runs import Placement, PlannedRun, code_of, finished, run_all
 from tfdqn.cli import number
 from tfdqn.errors import UserError
 
@@ -65,18 +65,19 @@ def open_record(out: str, tool: str) -> Record:
 
 def settle(record: Record, planned: list[PlannedRun], entry, collect, where: Placement, report_only: bool,
            recorded_seconds: list[float]) -> int:
-    """Bring every planned run into the record: train (or resume) those it lacks, several at once, and record each
-    as it ends as `entry(run, outcome)`; with `report_only`, record only those whose folders finished."""
+    """Bring every planned run into the record: those whose folders finished as they are, then (unless
+    `report_only`) train or resume the rest, several at once, recording each as it ends as `entry(run, outcome)`."""
     todo = [run for run in planned
             if record.get(game=run.game, config_hash=run.key.config_hash, seed=run.key.seed) is None]
     for run in todo:
         check_folder(run.run_dir, run.key)
+    ended = [run for run in todo if finished(run.run_dir) is not None]
+    for run in ended:
+        record.put(entry(run, {"starts": [], "host": None, **code_of(run.run_dir), **collect(run.run_dir, run.key)}))
     if report_only:
-        for run in todo:
-            if finished(run.run_dir) is not None:
-                record.put(entry(run, {"starts": [], "host": None, **provenance(), **collect(run.run_dir, run.key)}))
         return 0
-    return run_all(todo, where, collect, lambda run, outcome: record.put(entry(run, outcome)), recorded_seconds)
+    return run_all([run for run in todo if run not in ended], where, collect,
+                   lambda run, outcome: record.put(entry(run, outcome)), recorded_seconds)
 
 
 def run_facts(run: PlannedRun, outcome: dict) -> dict:

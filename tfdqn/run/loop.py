@@ -16,6 +16,7 @@ import time
 from tfdqn.atomic import write_json
 from tfdqn.config import DQNConfig
 from tfdqn.errors import RunFailure
+from tfdqn.provenance import provenance
 from tfdqn.run.build import Run, build_run
 from tfdqn.run.cadence import no_update_reason
 from tfdqn.run.collectors import CollectionStopped, CollectorFailure
@@ -86,7 +87,7 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
           profile_steps: tuple[int, int] | None = None, resume: bool = False, started: float | None = None,
           on_evaluation=None) -> dict:
     """Train to `config.run.total_steps` env steps or the target return; returns the summary also written
-    to summary.json.
+    to summary.json, with the version and commit of the code this process trains with (`code`).
 
     On SIGINT or SIGTERM it checkpoints and returns early with `stopped_by` set in the summary. A run
     that ends by itself evaluates and exports its product, the best-evaluated network where periodic
@@ -94,9 +95,10 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
     says why. The summary is written while the run still holds its folder's lock.
     `started`: Unix seconds the run clock counts from (`build_run`); `on_evaluation`: called with each
     periodic evaluation's record, True ends the run (the summary's `ended_by_callback`)."""
+    code = provenance()  # the code this process imported, before a commit made while it trains
     with build_run(config, run_dir, resume, quiet, profile_steps, started, on_evaluation) as run, run.stop:
         env_steps = run_loop(run)
-        summary = summarize(run, env_steps)
+        summary = {**summarize(run, env_steps), "code": code}
         _end_training(run, summary)
         if not run.stop.requested and summary["updates"] == 0:
             summary["no_product"] = f"no update ran ({no_update_reason(config.run) or 'the run ended first'})"
