@@ -9,16 +9,21 @@ joined with `ray start`); empty starts Ray here, with a small object store and w
 and metrics that only Ray's dashboard reads (they cost CPU on every call), and shuts it down again at the
 end. Needs the `ray` extra (`pip install tfdqn[ray]`).
 
-A SIGTERM to the learner's process group also reaches the Ray processes it started (they share it): their
-actors then answer as dead or unreachable, which the collector ignores once the stop is requested, and
-`ray.shutdown` ends what is left.
+The Ray processes a learner starts share its process group, so a SIGTERM to the group (a terminal's job
+control, `timeout`, a batch scheduler's cancel) would reach them too, and a raylet that dies first takes the
+learner with it (exit 1, before its checkpoint). They are started with SIGTERM blocked, as Ray blocks SIGINT
+for them: the learner alone takes the signal, checkpoints, stops its actors and shuts Ray down (which then
+kills them, a few seconds slower than a SIGTERM would); they still die with the learner if it is killed
+(Ray's parent-death fate sharing).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
+import signal
 
 from tfdqn.actors.transport import ActorDied, ActorError
 from tfdqn.errors import one_line
@@ -35,6 +40,17 @@ def _import_ray():
     return ray
 
 
+@contextlib.contextmanager
+def _sigterm_blocked():
+    """SIGTERM blocked in this thread, so the processes it starts inherit the block (a signal mask survives fork
+    and exec); a SIGTERM meant for this process meanwhile waits and is taken when the block lifts."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
 class RayActors:
     """Starts, asks, waits on and stops Ray actors; `RemoteCollector` decides what to ask."""
 
@@ -49,8 +65,9 @@ class RayActors:
                 ray.init(address=actors.ray_address, logging_level=logging.ERROR, log_to_driver=False)
             else:  # the local scheduler must fit every actor's reservation, whatever the core count
                 cpus = max(os.cpu_count() or 1, int(-(-actors.count * actors.cpus_per_actor // 1)))
-                ray.init(num_cpus=cpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
-                         logging_level=logging.ERROR, log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG)
+                with _sigterm_blocked():  # the module docstring says why
+                    ray.init(num_cpus=cpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
+                             logging_level=logging.ERROR, log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG)
         from tfdqn.actors.worker import ActorWorker
 
         self._config = config
