@@ -11,8 +11,8 @@ import subprocess
 import tfdqn
 
 
-@functools.lru_cache(maxsize=1)
-def _taken() -> tuple:
+@functools.cache
+def _taken() -> dict:
     source = pathlib.Path(tfdqn.__file__).resolve().parent.parent
     facts = {"tfdqn_version": tfdqn.__version__, "commit": None}
     try:
@@ -20,13 +20,13 @@ def _taken() -> tuple:
         changes = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=source,
                                  capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired):
-        return tuple(facts.items())
+        return facts
     if commit.returncode == 0 and changes.returncode == 0:
         facts.update(commit=commit.stdout.strip(), commit_had_changes=bool(changes.stdout.strip()))
-    return tuple(facts.items())
+    return facts
 
 
 def provenance() -> dict:
     """The tfdqn version, and where tfdqn runs from a git checkout its commit and whether it had changes, as
-    they were at this process's first call."""
+    they were at this process's first call (a copy: the cached facts stay as taken)."""
     return dict(_taken())
