@@ -55,9 +55,16 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     assert "nothing to train" in again.stdout and (run_dir / "summary.json").stat().st_mtime_ns == written
     assert json.loads((tmp_path / "bench.json").read_text())["runs"][0]["commit"] == "f" * 40
     # another target is another recipe: trained in its own folder, never the first run's result under its label
-    higher = _bench(tmp_path, "--seeds", "0", "--target", "21", "--total-steps", "800")
+    higher = _bench(tmp_path, "--seeds", "0", "--target", "21", "--total-steps", "800",
+                    "--sweep-table", str(tmp_path / "sweep.md"))
     assert higher.returncode == 0, higher.stderr
     assert "1 run to train" in higher.stdout and "| Pong | config | 0 | 21 | no | - |" in higher.stdout
+    # the sweep table: both recipes as trials, the second with what it set otherwise than the first
+    first, second = (row.split(" | ") for row in (tmp_path / "sweep.md").read_text().splitlines()[2:])
+    assert first[:3] == ["| T1", run["config_hash"], "0"] and "--target -21 --total-steps 4000`" in first[3]
+    assert first[7] == f"-21 at 400, {run['solve_wall_seconds'] / 60:.1f} min" and first[8].startswith("400, ")
+    assert second[0] == "| T2" and second[7] == "21: no" and second[8].startswith("800, ")
+    assert set(second[3].split("; ")) == {"run.target_return -21.0 -> 21.0", "run.total_steps 4000 -> 800"}
     runs = json.loads((tmp_path / "bench.json").read_text())["runs"]
     assert sorted((r["target"], r["solved"], r["env_steps"]) for r in runs) == [(-21, True, 400), (21, False, 800)]
     assert len({r["config_hash"] for r in runs}) == 2 and len({r["run_dir"] for r in runs}) == 2

@@ -14,7 +14,9 @@ newest checkpoint and continues its curve.
 
 Writes: the record (`--out`: every run it has recorded, each with its config hash, resolved config, commit,
 solved, solve_env_steps, solve_wall_seconds, final_eval_return and the curve), a Markdown table of this
-recipe's runs, and their curves against env steps and wall-clock (`--plot PREFIX`: PREFIX.png and PREFIX.svg).
+recipe's runs, their curves against env steps and wall-clock (`--plot PREFIX`: PREFIX.png and PREFIX.svg), and
+(`--sweep-table`) every recipe of the game the record holds side by side, as a sweep's trials
+(`tfdqn.bench.sweep_table`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import sys
 
 
 from tfdqn import config as config_lib
+from tfdqn.atomic import atomic_write
 from tfdqn.cli import OneLineErrorParser, number
 from tfdqn.errors import UserError
 from tfdqn.presets import PRESETS
@@ -32,6 +35,7 @@ from tfdqn.bench import sweep
 from tfdqn.bench.report import run_benchmark, machine, publish_table
 from tfdqn.bench.runkey import RunKey
 from tfdqn.bench.runs import PlannedRun, finished
+from tfdqn.bench.sweep_table import sweep_table
 from tfdqn.extras import require
 
 
@@ -49,6 +53,8 @@ def build_parser(prog: str = "tfdqn time-to-score") -> OneLineErrorParser:
     parser.add_argument("--out", required=True, metavar="FILE.json", help="the record: results JSON")
     parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
     parser.add_argument("--plot", metavar="PREFIX", help="write PREFIX.png and PREFIX.svg (the bench extra)")
+    parser.add_argument("--sweep-table", metavar="FILE.md",
+                        help="also write every recipe of this game in the record side by side here (a sweep's trials)")
     sweep.add_arguments(parser)
     return parser
 
@@ -181,6 +187,9 @@ def _main(args) -> int:
     note = f"Recipe {recipe}" + (f"; the record also holds {sum(others.values())} run(s) of other recipes, reported "
                                  f"apart ({', '.join(others)})" if others else "") + ".\n"
     publish_table(markdown_table(runs) + "\n" + note, args.table)
+    if args.sweep_table:
+        trials = [run for run in record.runs if run["game"] == args.game]
+        atomic_write(pathlib.Path(args.sweep_table), sweep_table(trials, record.data["reports"]))
     return code
 
 
