@@ -74,3 +74,13 @@ def test_bad_seeds_are_refused_in_one_line(tmp_path):
     result = _bench(tmp_path, "--seeds", "1", "1", "--target", "18")
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         "tfdqn time-to-score: error: --seeds 1 1: allowed: distinct integers >= 0"]
+
+
+def test_the_sweep_table_reads_each_curve_at_the_marks_it_passed_then_at_its_last_evaluation():
+    from tfdqn.bench.sweep_table import curve_by_marks
+
+    curve = [{"env_steps": steps, "return_mean": mean} for steps, mean in
+             [(50_000, 1.0), (100_000, 2.0), (225_000, 3.0), (300_000, 4.0), (1_100_000, 40.0)]]
+    # 250k reads the newest evaluation at or before it (225k); 2M is past the run's end, so it is left out
+    assert curve_by_marks(curve) == "2.0 at 100k, 3.0 at 250k, 4.0 at 500k, 4.0 at 1M, 40.0 at 1.1M (last)"
+    assert curve_by_marks(curve[:2]) == "2.0 at 100k" and curve_by_marks([]) == "no evaluation"
