@@ -50,6 +50,11 @@ class Record:
     def runs(self) -> list[dict]:
         return self.data["runs"]
 
+    @property
+    def reports(self) -> dict[str, dict]:
+        """The newest report of each recipe, by config hash (`report`)."""
+        return self.data["reports"]
+
     def _id(self, run: dict) -> tuple:
         return tuple(run[name] for name in self.identity)
 

@@ -189,7 +189,7 @@ def _main(args) -> int:
     publish_table(markdown_table(runs) + "\n" + note, args.table)
     if args.sweep_table:
         trials = [run for run in record.runs if run["game"] == args.game]
-        atomic_write(pathlib.Path(args.sweep_table), sweep_table(trials, record.data["reports"]))
+        atomic_write(pathlib.Path(args.sweep_table), sweep_table(trials, record.reports))
     return code
 
 
