@@ -200,9 +200,7 @@ def recipe_line(args, suite: str, record) -> str:
     others = []
     for other, count in record.other_recipes(suite, "suite_hash").items():
         theirs = record.of_recipe(other, "suite_hash")[0]["config"]
-        differences = recipe_differences(ours, {section: {k: v for k, v in fields.items()
-                                                          if f"{section}.{k}" not in ("env.id", "run.seed")}
-                                                for section, fields in theirs.items()})
+        differences = recipe_differences(ours, theirs, without=SUITE_KEYS)
         others.append(f"{count} of {other} (theirs -> this recipe's: {'; '.join(differences)})")
     if others:
         line += " The record also holds runs of other recipes, reported apart: " + ", ".join(others) + "."

@@ -43,12 +43,13 @@ def recipe(config: config_lib.DQNConfig, without: tuple[str, ...] = ()) -> dict:
     return data
 
 
-def recipe_differences(ours: dict, theirs: dict) -> list[str]:
-    """`key theirs -> ours` for each key whose value differs between two recipes (`recipe()` dicts, or a recorded
-    run's config); a key that one of them lacks counts at its former value (`ADDED_KEYS`)."""
+def recipe_differences(ours: dict, theirs: dict, without: tuple[str, ...] = ()) -> list[str]:
+    """`key theirs -> ours` for each key whose value differs between two recipes (`recipe()` dicts, or recorded
+    runs' configs), less the seed and the keys `without`, as `recipe()` leaves them out; a key that one of them
+    lacks counts at its former value (`ADDED_KEYS`)."""
     flat = [{f"{section}.{name}": value for section, fields in data.items() for name, value in fields.items()}
             for data in (ours, theirs)]
-    keys = sorted((set(flat[0]) | set(flat[1])) - set(OUTSIDE_RECIPE))
+    keys = sorted((set(flat[0]) | set(flat[1])) - {*OUTSIDE_RECIPE, "run.seed", *without})
     values = [(key, *(side.get(key, ADDED_KEYS.get(key)) for side in flat)) for key in keys]
     return [f"{key} {theirs_value} -> {mine}" for key, mine, theirs_value in values if mine != theirs_value]
 

@@ -31,16 +31,10 @@ def curve_by_marks(curve: list[dict]) -> str:
     return ", ".join(cells) or "no evaluation"
 
 
-def _recipe(run: dict) -> dict:
-    """A recorded run's config less its seed: what the trial is."""
-    return {section: {name: value for name, value in fields.items() if f"{section}.{name}" != "run.seed"}
-            for section, fields in run["config"].items()}
-
-
 def settings(run: dict, first: dict, first_command: str | None) -> str:
     if run["config_hash"] == first["config_hash"]:
         return f"`{first_command}`" if first_command else f"preset {run.get('preset') or 'none'}"
-    return "; ".join(recipe_differences(_recipe(run), _recipe(first))).replace("|", "\\|")
+    return "; ".join(recipe_differences(run["config"], first["config"])).replace("|", "\\|")
 
 
 def sweep_table(runs: list[dict], reports: dict) -> str:
