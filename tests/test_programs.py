@@ -132,7 +132,7 @@ def test_exported_act_matches_tensorflow(atari):
 
 @pytest.mark.slow
 def test_manifest_maps_outputs_to_variables_and_counts_flops(atari):
-    agent, _, _, manifest, out = atari
+    agent, _, start, manifest, out = atari
     from tfdqn.telemetry.flops import forward_flops, update_flops
 
     programs = {p["name"]: p for p in manifest["programs"]}
@@ -151,8 +151,13 @@ def test_manifest_maps_outputs_to_variables_and_counts_flops(atari):
     learning_rate, iteration = (f"optimizer/{v.path}" for v in (optimizer.learning_rate, optimizer.iterations))
     assert {learning_rate, "actor/env_steps"}.isdisjoint(updated)  # read, never written
     assert {"learner/updates", iteration, first_kernels(agent)[1]} <= updated
-    stored = np.load(out / "variables.npz")
-    assert all(i["name"] in stored.files for p in programs.values() for i in p["inputs"] if i["is_variable"])
+    stored, copies = np.load(out / "variables.npz"), manifest["variable_copies"]
+    names = {i["name"] for p in programs.values() for i in p["inputs"] if i["is_variable"]}
+    assert names <= set(stored.files) | set(copies) and set(copies.values()) <= set(stored.files)
+    assert set(copies).isdisjoint(stored.files)
+    assert len(copies) >= 10  # Adam's zero slots, the zero biases: each value stored once
+    for name in names:  # what the runner rebuilds is every variable's starting value
+        np.testing.assert_array_equal(stored[copies.get(name, name)], start[name], err_msg=name)
 
 
 def test_export_forwards_the_bridges_copies():

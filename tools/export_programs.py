@@ -29,7 +29,7 @@ from tfdqn.atomic import write_json
 from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
 from tfdqn.errors import RunFailure, UserError
 
-MANIFEST_FORMAT = 1
+MANIFEST_FORMAT = 2
 # XLA's element types as NumPy dtype names (bfloat16 as jax and ml_dtypes spell it).
 XLA_DTYPES = {"PRED": "bool", "S8": "int8", "S16": "int16", "S32": "int32", "S64": "int64", "U8": "uint8",
               "U16": "uint16", "U32": "uint32", "U64": "uint64", "F16": "float16", "BF16": "bfloat16",
@@ -248,6 +248,20 @@ def program_plan(agent, config, spec, act_batches: list[int], fused_ks: list[int
     return plan
 
 
+def distinct_values(values: dict) -> tuple[dict, dict]:
+    """The values to store and {name: stored name} for each starting value equal to an earlier one: a target
+    network starts as a copy of the online one, and storing it once halves what travels to a device host."""
+    stored, copies, first = {}, {}, {}
+    for name, value in values.items():
+        key = (value.dtype.str, value.shape, value.tobytes())
+        if key in first:
+            copies[name] = first[key]
+        else:
+            first[key] = name
+            stored[name] = value
+    return stored, copies
+
+
 def export_programs(agent, config, spec, out: pathlib.Path, act_batches: list[int], fused_ks: list[int]) -> dict:
     """Write every program, variables.npz and manifest.json into `out`; return the manifest."""
     import tensorflow as tf
@@ -263,11 +277,13 @@ def export_programs(agent, config, spec, out: pathlib.Path, act_batches: list[in
             if not field["is_variable"]:
                 field["generate"] = recipes[field["name"]]
         programs.append({**item, **entry})
-    np.savez_compressed(out / "variables.npz", **values)
+    stored, copies = distinct_values(values)
+    np.savez_compressed(out / "variables.npz", **stored)
     manifest = {"format": MANIFEST_FORMAT, "tensorflow_version": tf.__version__, "x64": True,
                 "env": {"id": spec.env_id, "is_atari": spec.is_atari, "observation_shape": list(spec.observation_shape),
                         "frame_dtype": np.dtype(spec.frame_dtype).name, "num_actions": spec.num_actions},
-                "config": config_lib.to_dict(config), "variables_file": "variables.npz", "programs": programs}
+                "config": config_lib.to_dict(config), "variables_file": "variables.npz",
+                "variable_copies": copies, "programs": programs}
     write_json(out / "manifest.json", manifest)
     return manifest
 

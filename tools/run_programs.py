@@ -5,6 +5,7 @@
 DIR is what `python -m tools.export_programs --out DIR` wrote. Run it from the repository root (or a copy of
 it on a host with jax alone): `-m` puts that folder on the path, so tfdqn need not be installed. Each module
 is converted to StableHLO and compiled for the default jax device; variables start from DIR/variables.npz
+(a value stored once for the variables that start equal, as the manifest's variable_copies says)
 and every call's updated values are fed back as the next call's inputs, as TensorFlow does with its
 variables. Each call is waited for (block_until_ready) before the next, so a rate is a real per-call
 latency. The device's float32 matmul peak (default precision) gives each program's share of peak. With
@@ -157,6 +158,7 @@ def load_programs(folder: pathlib.Path, names: list[str] | None = None, device=N
         raise UserError(f"--programs {unknown} not in {folder}/manifest.json; allowed: {', '.join(specs)}")
     with np.load(folder / manifest["variables_file"]) as stored:
         values = {key: stored[key] for key in stored.files}
+    values.update({name: values[same] for name, same in manifest.get("variable_copies", {}).items()})
     return manifest, {name: Program(spec, compile_module(folder / spec["file"], device), values, device)
                       for name, spec in specs.items() if names is None or name in names}
 
