@@ -140,7 +140,7 @@ def test_the_version_check_accepts_the_installed_tensorflow_and_rejects_others()
     assert private_api.verified(tf.__version__, *flat_call.TF_VERIFIED)
     for version in ("3.99", "2.99.0", "2.22.0rc0", "2.15.1"):
         assert not private_api.verified(version, *flat_call.TF_VERIFIED), version
-    assert flat_call._call_flat_has_its_shape()
+    assert flat_call._call_flat_has_its_shape() and flat_call._eager_tensor_takes_numpy()
 
 
 def _public_by_version(monkeypatch, function):
@@ -157,13 +157,41 @@ def test_an_unverified_tensorflow_takes_the_public_path_with_one_warning(monkeyp
         _assert_public_equals_flat(lambda function: _public_by_version(monkeypatch, function))
     oldest, newest = flat_call.TF_VERIFIED
     assert [(w.category, str(w.message)) for w in caught if "public path" in str(w.message)] == [(RuntimeWarning, (
-        "FlatCall: TensorFlow 3.99.0 is not among the versions ConcreteFunction._call_flat was verified with "
-        f"({oldest} to {newest}); using the slower public path, concrete(*tensors)"))]
+        "FlatCall: TensorFlow 3.99.0 is not among the versions ConcreteFunction._call_flat or EagerTensor was "
+        f"verified with ({oldest} to {newest}); using the slower public path, tf.convert_to_tensor, "
+        "concrete(*tensors)"))]
 
 
 def test_a_private_method_of_another_shape_takes_the_public_path(monkeypatch):
     monkeypatch.setattr(private_api, "_warned", set())
     monkeypatch.setattr(flat_call, "_call_flat_has_its_shape", lambda: False)
-    with pytest.warns(RuntimeWarning, match=r"TensorFlow .* has no ConcreteFunction._call_flat of the expected shape"):
+    with pytest.warns(RuntimeWarning, match=r"TensorFlow .* has no ConcreteFunction._call_flat or EagerTensor of"):
         call = FlatCall(_act_like())
     assert not call.private and call(np.ones((1, 3), np.float32))["q"].shape == (1, 4)
+
+
+def test_a_private_tensor_maker_of_another_shape_takes_the_public_path(monkeypatch):
+    monkeypatch.setattr(private_api, "_warned", set())
+    monkeypatch.setattr(flat_call, "_EagerTensor", lambda value, device, dtype: tf.constant(value, tf.float32))
+    with pytest.warns(RuntimeWarning, match="EagerTensor of the expected shape"):
+        call = FlatCall(_act_like())
+    assert not call.private and call(np.ones((1, 3), np.float32))["q"].shape == (1, 4)
+
+
+def test_the_graph_gets_its_own_copy_of_a_numpy_argument_on_the_current_device():
+    """The caller may overwrite its array as soon as the call returns (the loop reuses its buffers), even
+    where the graph hands its input straight back; a device scope is honoured as tf.convert_to_tensor
+    honours it."""
+    echo = FlatCall(tf.function(lambda x: {"x": tf.identity(x)},
+                                input_signature=[tf.TensorSpec([None], tf.uint8)]))
+    assert echo.private
+    storage = np.zeros(256, np.uint8)
+    aligned = storage[-storage.ctypes.data % 64:][:64]  # at a 64-byte boundary: a tensor may share its memory
+    aligned[:] = np.arange(64)
+    for array in (aligned, np.arange(128, dtype=np.uint8)[::2]):  # contiguous or not
+        expected = array.copy()
+        out = echo(array)["x"]
+        array[:] = 255
+        np.testing.assert_array_equal(out.numpy(), expected)
+    with tf.device("/CPU:0"):
+        assert echo(np.zeros(3, np.uint8))["x"].device.endswith("/device:CPU:0")

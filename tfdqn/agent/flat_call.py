@@ -4,17 +4,29 @@
 signature on every call, a cost that shows in a batch-1 act (docs/performance.md has the figures). The
 act and both update graphs are called through `FlatCall` instead.
 
-Skipping the binding takes TensorFlow's private `ConcreteFunction._call_flat`, so it is fenced
-(`private_api`): on a TensorFlow outside `TF_VERIFIED`, or without that method in its verified shape,
-`FlatCall` warns once and calls the concrete function publicly, with the same results.
+A NumPy argument becomes a tensor made directly on the current device (the host CPU outside a device
+scope) from a copy of the array, where `tf.convert_to_tensor` makes one with no device named: the call
+after such a tensor costs more, 13-17% of a batch-1 act on one core (docs/performance.md).
+
+Skipping the binding takes TensorFlow's private `ConcreteFunction._call_flat`, and the direct tensor its
+private `EagerTensor`, so both are fenced (`private_api`): on a TensorFlow outside `TF_VERIFIED`, or
+without them in their verified shape, `FlatCall` warns once and converts and calls publicly, with the
+same results.
 """
 
 import functools
 import inspect
 
+import numpy as np
 import tensorflow as tf
 
 from tfdqn.agent import private_api
+
+try:  # private; used only where the fence allows it (`private_call_flat_ok`)
+    from tensorflow.python.eager import context
+    from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
+except ImportError:
+    context = _EagerTensor = None
 
 TF_VERSION = tf.__version__
 TF_VERIFIED = ("2.16", "2.21")  # 2.21.0 tested; 2.16 is the package's oldest tensorflow
@@ -29,21 +41,44 @@ def _call_flat_has_its_shape() -> bool:
     return parameters == ["self", "tensor_inputs", "captured_inputs"]
 
 
+@functools.cache
+def _host_cpu() -> str:
+    return f"{context.context().host_address_space()}/device:CPU:0"
+
+
+def _device() -> str:
+    """Where `tf.convert_to_tensor` would put a tensor now (the host CPU outside a device scope), in full."""
+    return context.context().device_name or _host_cpu()
+
+
+def _eager_tensor_takes_numpy() -> bool:
+    if _EagerTensor is None:
+        return False
+    try:
+        context.ensure_initialized()
+        tensor = _EagerTensor(np.arange(3, dtype=np.uint8), _device(), tf.uint8.as_datatype_enum)
+        return tensor.dtype == tf.uint8 and tensor.numpy().tolist() == [0, 1, 2]
+    except (ImportError, AttributeError, TypeError, ValueError):
+        return False
+
+
 def private_call_flat_ok() -> bool:
-    """Whether `ConcreteFunction._call_flat` may be used; warns once per process where not."""
+    """Whether `ConcreteFunction._call_flat` and `EagerTensor` may be used; warns once per process where not."""
     return private_api.private_path_ok("FlatCall", "TensorFlow", TF_VERSION, TF_VERIFIED,
-                                       "ConcreteFunction._call_flat", _call_flat_has_its_shape(),
-                                       "concrete(*tensors)")
+                                       "ConcreteFunction._call_flat or EagerTensor",
+                                       _call_flat_has_its_shape() and _eager_tensor_takes_numpy(),
+                                       "tf.convert_to_tensor, concrete(*tensors)")
 
 
 class FlatCall:
     """Calls `function`'s concrete function (traced on first use, so never retraced) with flat tensors.
 
     Each argument's dtype and shape are checked against its spec with a one-line error; nothing is cast
-    silently (Python numbers take the spec's dtype). The graph is then called through `_call_flat`,
-    TensorFlow's own path under `ConcreteFunction.__call__`, where the fence allows it and `use_private`
-    is true (decided here, once), else through `ConcreteFunction.__call__`; tests pin the two to the
-    same results."""
+    silently (Python numbers take the spec's dtype). Where the fence allows it and `use_private` is true
+    (decided here, once), a NumPy array of the spec's dtype becomes a tensor on the current device from a
+    copy (the caller may reuse its array at once) and the graph is called through `_call_flat`,
+    TensorFlow's own path under `ConcreteFunction.__call__`; else through `tf.convert_to_tensor` and
+    `ConcreteFunction.__call__`. Tests pin the two to the same results."""
 
     def __init__(self, function: tf.types.experimental.PolymorphicFunction, use_private: bool = True):
         if function.input_signature is None:
@@ -52,6 +87,7 @@ class FlatCall:
         self._specs = function.input_signature
         self.private = use_private and private_call_flat_ok()
         self._run = self._run_flat if self.private else self._run_public
+        self._numpy_dtypes = [spec.dtype.as_numpy_dtype if self.private else None for spec in self._specs]
 
     @functools.cached_property
     def concrete(self) -> tf.types.experimental.ConcreteFunction:
@@ -76,8 +112,11 @@ class FlatCall:
         if len(args) != len(self._specs):
             raise TypeError(f"{self.function.__name__} takes {len(self._specs)} arguments, got {len(args)}")
         tensors = []
-        for spec, value in zip(self._specs, args):
-            tensor = tf.convert_to_tensor(value, spec.dtype if isinstance(value, (int, float)) else None)
+        for spec, numpy_dtype, value in zip(self._specs, self._numpy_dtypes, args):
+            if isinstance(value, np.ndarray) and value.dtype == numpy_dtype:
+                tensor = _EagerTensor(value.copy(), _device(), spec.dtype.as_datatype_enum)
+            else:
+                tensor = tf.convert_to_tensor(value, spec.dtype if isinstance(value, (int, float)) else None)
             if tensor.dtype != spec.dtype or not spec.shape.is_compatible_with(tensor.shape):
                 raise ValueError(f"{self.function.__name__}: got {tensor.dtype.name} {tensor.shape.as_list()}, "
                                  f"allowed is {spec.dtype.name} {spec.shape.as_list()} (None: any size)")
