@@ -141,6 +141,7 @@ def test_the_version_check_accepts_the_installed_tensorflow_and_rejects_others()
     for version in ("3.99", "2.99.0", "2.22.0rc0", "2.15.1"):
         assert not private_api.verified(version, *flat_call.TF_VERIFIED), version
     assert flat_call._call_flat_has_its_shape() and flat_call._eager_tensor_takes_numpy()
+    assert flat_call._direct_call_works()
 
 
 def _public_by_version(monkeypatch, function):
@@ -157,15 +158,15 @@ def test_an_unverified_tensorflow_takes_the_public_path_with_one_warning(monkeyp
         _assert_public_equals_flat(lambda function: _public_by_version(monkeypatch, function))
     oldest, newest = flat_call.TF_VERIFIED
     assert [(w.category, str(w.message)) for w in caught if "public path" in str(w.message)] == [(RuntimeWarning, (
-        "FlatCall: TensorFlow 3.99.0 is not among the versions ConcreteFunction._call_flat or EagerTensor was "
-        f"verified with ({oldest} to {newest}); using the slower public path, tf.convert_to_tensor, "
+        "FlatCall: TensorFlow 3.99.0 is not among the versions ConcreteFunction._call_flat, its function call or "
+        f"EagerTensor was verified with ({oldest} to {newest}); using the slower public path, tf.convert_to_tensor, "
         "concrete(*tensors)"))]
 
 
 def test_a_private_method_of_another_shape_takes_the_public_path(monkeypatch):
     monkeypatch.setattr(private_api, "_warned", set())
     monkeypatch.setattr(flat_call, "_call_flat_has_its_shape", lambda: False)
-    with pytest.warns(RuntimeWarning, match=r"TensorFlow .* has no ConcreteFunction._call_flat or EagerTensor of"):
+    with pytest.warns(RuntimeWarning, match=r"TensorFlow .* has no ConcreteFunction._call_flat, its function call or EagerTensor of"):
         call = FlatCall(_act_like())
     assert not call.private and call(np.ones((1, 3), np.float32))["q"].shape == (1, 4)
 
@@ -176,6 +177,30 @@ def test_a_private_tensor_maker_of_another_shape_takes_the_public_path(monkeypat
     with pytest.warns(RuntimeWarning, match="EagerTensor of the expected shape"):
         call = FlatCall(_act_like())
     assert not call.private and call(np.ones((1, 3), np.float32))["q"].shape == (1, 4)
+
+
+def test_a_function_call_of_another_shape_takes_the_public_path(monkeypatch):
+    monkeypatch.setattr(private_api, "_warned", set())
+    monkeypatch.setattr(flat_call, "_direct_call_works", lambda: False)
+    with pytest.warns(RuntimeWarning, match="its function call or EagerTensor of the expected shape"):
+        call = FlatCall(_act_like())
+    assert not call.private and call(np.ones((1, 3), np.float32))["q"].shape == (1, 4)
+
+
+def test_under_a_gradient_tape_or_inside_a_graph_the_call_is_tensorflows_own():
+    """Where a tape may watch, gradients flow through the flat call as through the public one; inside a
+    tf.function the flat call builds the same graph op."""
+    weights = tf.Variable([[1.0], [2.0]])
+    function = tf.function(lambda x: {"y": x @ weights}, input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    flat = FlatCall(function)
+    assert flat.private
+    x = np.array([[3.0, 4.0]], np.float32)
+    with tf.GradientTape() as tape:
+        y = flat(x)["y"]
+    np.testing.assert_array_equal(tape.gradient(y, weights).numpy(), [[3.0], [4.0]])
+    outer = tf.function(lambda x: flat(x)["y"] * 2, input_signature=[tf.TensorSpec([None, 2], tf.float32)])
+    np.testing.assert_array_equal(outer(x).numpy(), [[22.0]])
+    np.testing.assert_array_equal(flat(x)["y"].numpy(), [[11.0]])
 
 
 def test_the_graph_gets_its_own_copy_of_a_numpy_argument_on_the_current_device():

@@ -6,12 +6,14 @@ act and both update graphs are called through `FlatCall` instead.
 
 A NumPy argument becomes a tensor made directly on the current device (the host CPU outside a device
 scope) from a copy of the array, where `tf.convert_to_tensor` makes one with no device named: the call
-after such a tensor costs more, 13-17% of a batch-1 act on one core (docs/performance.md).
+after such a tensor costs more. And where no gradient tape watches, the graph runs as
+`ConcreteFunction._call_flat` would run it, minus its Python checks for tapes and graph building. Together
+they cut a batch-1 act on one core by about a sixth (docs/performance.md).
 
-Skipping the binding takes TensorFlow's private `ConcreteFunction._call_flat`, and the direct tensor its
-private `EagerTensor`, so both are fenced (`private_api`): on a TensorFlow outside `TF_VERIFIED`, or
-without them in their verified shape, `FlatCall` warns once and converts and calls publicly, with the
-same results.
+Those paths take TensorFlow's private `ConcreteFunction._call_flat`, `EagerTensor` and the function op
+under `_call_flat`, so they are fenced (`private_api`): on a TensorFlow outside `TF_VERIFIED`, or without
+them in their verified shape (checked by probing them once), `FlatCall` warns once and converts and calls
+publicly, with the same results.
 """
 
 import functools
@@ -23,10 +25,10 @@ import tensorflow as tf
 from tfdqn.agent import private_api
 
 try:  # private; used only where the fence allows it (`private_call_flat_ok`)
-    from tensorflow.python.eager import context
+    from tensorflow.python.eager import context, record
     from tensorflow.python.framework.ops import EagerTensor as _EagerTensor
 except ImportError:
-    context = _EagerTensor = None
+    context = record = _EagerTensor = None
 
 TF_VERSION = tf.__version__
 TF_VERIFIED = ("2.16", "2.21")  # 2.21.0 tested; 2.16 is the package's oldest tensorflow
@@ -62,12 +64,47 @@ def _eager_tensor_takes_numpy() -> bool:
         return False
 
 
+def _direct_call(concrete):
+    """`concrete`'s graph run as `_call_flat` runs it eagerly with no tape watching, without its checks: the
+    function op on the flat inputs, its outputs packed into the function's structure. None where an output
+    carries handle data (a resource or variant), which `_call_flat` attaches."""
+    atomic = concrete._inference_function
+    outputs = atomic.function_type.flat_outputs
+    if any(output.dtype._handle_data for output in outputs):
+        return None
+    ctx, name, count, pack = context.context(), atomic.name, len(outputs), atomic.function_type.pack_output
+    return lambda tensors: pack(ctx.call_function(name, tensors, count))
+
+
+@functools.cache
+def _direct_call_works() -> bool:
+    """Whether `_direct_call` gives what `_call_flat` gives, on a small graph with a variable and a nested output."""
+    if record is None:
+        return False
+    try:
+        with tf.init_scope():  # eagerly, even where the first FlatCall is made while a graph is being built
+            return _probe_direct_call()
+    except (AttributeError, TypeError, ValueError, tf.errors.OpError):
+        return False
+
+
+def _probe_direct_call() -> bool:
+    offset = tf.Variable(10)
+    probe = tf.function(lambda x: {"y": x + offset, "z": [x * 2]}, autograph=False,
+                        input_signature=[tf.TensorSpec([None], tf.int32)]).get_concrete_function()
+    x = tf.constant([1, 2])
+    direct, flat = _direct_call(probe)([x, *probe.captured_inputs]), probe._call_flat([x], probe.captured_inputs)
+    return all(a.numpy().tolist() == b.numpy().tolist() == expected for a, b, expected in (
+        (direct["y"], flat["y"], [11, 12]), (direct["z"][0], flat["z"][0], [2, 4])))
+
+
 def private_call_flat_ok() -> bool:
-    """Whether `ConcreteFunction._call_flat` and `EagerTensor` may be used; warns once per process where not."""
+    """Whether `ConcreteFunction._call_flat`, the function op under it and `EagerTensor` may be used; warns
+    once per process where not."""
     return private_api.private_path_ok("FlatCall", "TensorFlow", TF_VERSION, TF_VERIFIED,
-                                       "ConcreteFunction._call_flat or EagerTensor",
-                                       _call_flat_has_its_shape() and _eager_tensor_takes_numpy(),
-                                       "tf.convert_to_tensor, concrete(*tensors)")
+                                       "ConcreteFunction._call_flat, its function call or EagerTensor",
+                                       _call_flat_has_its_shape() and _eager_tensor_takes_numpy()
+                                       and _direct_call_works(), "tf.convert_to_tensor, concrete(*tensors)")
 
 
 class FlatCall:
@@ -76,9 +113,10 @@ class FlatCall:
     Each argument's dtype and shape are checked against its spec with a one-line error; nothing is cast
     silently (Python numbers take the spec's dtype). Where the fence allows it and `use_private` is true
     (decided here, once), a NumPy array of the spec's dtype becomes a tensor on the current device from a
-    copy (the caller may reuse its array at once) and the graph is called through `_call_flat`,
-    TensorFlow's own path under `ConcreteFunction.__call__`; else through `tf.convert_to_tensor` and
-    `ConcreteFunction.__call__`. Tests pin the two to the same results."""
+    copy (the caller may reuse its array at once), and the graph runs through its function op directly, or
+    through `_call_flat` (TensorFlow's own path under `ConcreteFunction.__call__`) where a gradient tape
+    may be watching or a graph is being built; else through `tf.convert_to_tensor` and
+    `ConcreteFunction.__call__`. Tests pin the paths to the same results."""
 
     def __init__(self, function: tf.types.experimental.PolymorphicFunction, use_private: bool = True):
         if function.input_signature is None:
@@ -95,14 +133,20 @@ class FlatCall:
 
     def trace(self) -> "FlatCall":
         """Trace now, so that the first call (in a timed loop, say) is not charged for it."""
-        _ = self._captures
+        _ = self._captures, self.private and self._direct
         return self
 
     @functools.cached_property
     def _captures(self) -> list:
         return self.concrete.captured_inputs
 
+    @functools.cached_property
+    def _direct(self):
+        return _direct_call(self.concrete)
+
     def _run_flat(self, tensors: list):
+        if self._direct is not None and context.executing_eagerly() and not record.could_possibly_record():
+            return self._direct(tensors + self._captures)
         return self.concrete._call_flat(tensors, self._captures)
 
     def _run_public(self, tensors: list):
