@@ -30,6 +30,7 @@ import numpy as np
 from tfdqn.atomic import atomic_write, write_json
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli
 from tfdqn.errors import RunFailure, UserError
+from tfdqn.provenance import provenance
 
 ARMS = ("tfdqn", "jax", "tfdqn_one_core", "jax_one_core")
 PAIRS = (("tfdqn", "jax"), ("tfdqn_one_core", "jax_one_core"))  # (tfdqn arm, the JAX arm with its thread limit)
@@ -144,13 +145,15 @@ def body(args) -> int:
     if args.arm is not None:
         print(json.dumps(run_arm(args.arm, args.batches, args.seconds)))
         return 0
-    rounds = []
+    rounds, load_before = [], os.getloadavg()[0]
     for index in range(args.rounds):
         rounds.append({arm: _arm_in_child(arm, args.batches, args.seconds) for arm in ARMS})
         print(f"round {index + 1}: " + ", ".join(f"{arm} {rounds[-1][arm][str(args.batches[0])]:,.0f}"
                                                   for arm in ARMS) + f" calls/s at batch {args.batches[0]}",
               flush=True)
-    results = {"batches": args.batches, "seconds": args.seconds, "rounds": rounds,
+    results = {"code": provenance(), "cores": len(os.sched_getaffinity(0)),
+               "load_average_1min": [load_before, os.getloadavg()[0]],  # other work on the machine, before and after
+               "batches": args.batches, "seconds": args.seconds, "rounds": rounds,
                "summary": summarize(rounds, args.batches)}
     write_json(pathlib.Path(args.out), results)
     text = table(results)
