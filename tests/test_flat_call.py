@@ -171,8 +171,10 @@ def test_a_private_method_of_another_shape_takes_the_public_path(monkeypatch):
     assert not call.private and call(np.ones((1, 3), np.float32))["q"].shape == (1, 4)
 
 
-def test_a_private_tensor_maker_of_another_shape_takes_the_public_path(monkeypatch):
+def test_a_private_tensor_maker_of_another_shape_takes_the_public_path(monkeypatch, request):
     monkeypatch.setattr(private_api, "_warned", set())
+    flat_call._eager_tensor_takes_numpy.cache_clear()  # probed once per process: probe the maker set below
+    request.addfinalizer(flat_call._eager_tensor_takes_numpy.cache_clear)  # and the real one after
     monkeypatch.setattr(flat_call, "_EagerTensor", lambda value, device, dtype: tf.constant(value, tf.float32))
     with pytest.warns(RuntimeWarning, match="EagerTensor of the expected shape"):
         call = FlatCall(_act_like())

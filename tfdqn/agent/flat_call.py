@@ -53,6 +53,7 @@ def _device() -> str:
     return context.context().device_name or _host_cpu()
 
 
+@functools.cache
 def _eager_tensor_takes_numpy() -> bool:
     if _EagerTensor is None:
         return False
