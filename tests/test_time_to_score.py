@@ -56,8 +56,11 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     assert json.loads((tmp_path / "bench.json").read_text())["runs"][0]["commit"] == "f" * 40
     # another target is another recipe: trained in its own folder, never the first run's result under its label
     higher = _bench(tmp_path, "--seeds", "0", "--target", "21", "--total-steps", "800",
-                    "--sweep-table", str(tmp_path / "sweep.md"))
+                    "--sweep-table", str(tmp_path / "sweep.md"), "--plot", str(tmp_path / "beside"))
     assert higher.returncode == 0, higher.stderr
+    # its curves, and the first recipe's dashed beside them under its hash
+    svg = (tmp_path / "beside.svg").read_text()
+    assert "Pong config seed 0" in svg and f"Pong config {run['config_hash']} seed 0" in svg
     assert "1 run to train" in higher.stdout and "| Pong | config | 0 | 21 | no | - |" in higher.stdout
     # the sweep table: both recipes as trials, the second with what it set otherwise than the first
     first, second = (row.split(" | ") for row in (tmp_path / "sweep.md").read_text().splitlines()[2:])

@@ -14,7 +14,8 @@ newest checkpoint and continues its curve.
 
 Writes: the record (`--out`: every run it has recorded, each with its config hash, resolved config, commit,
 solved, solve_env_steps, solve_wall_seconds, final_eval_return and the curve), a Markdown table of this
-recipe's runs, their curves against env steps and wall-clock (`--plot PREFIX`: PREFIX.png and PREFIX.svg), and
+recipe's runs, their curves against env steps and wall-clock (`--plot PREFIX`: PREFIX.png and PREFIX.svg, with the
+game's other recipes in the record dashed beside them, each labelled with its hash), and
 (`--sweep-table`) every recipe of the game the record holds side by side, as a sweep's trials
 (`tfdqn.bench.sweep_table`).
 """
@@ -52,7 +53,8 @@ def build_parser(prog: str = "tfdqn time-to-score") -> OneLineErrorParser:
     parser.add_argument("--logdir", default="runs/time_to_score", help="where the run folders go")
     parser.add_argument("--out", required=True, metavar="FILE.json", help="the record: results JSON")
     parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
-    parser.add_argument("--plot", metavar="PREFIX", help="write PREFIX.png and PREFIX.svg (the bench extra)")
+    parser.add_argument("--plot", metavar="PREFIX", help="write PREFIX.png and PREFIX.svg: this recipe's curves, and "
+                        "the game's other recipes in the record dashed beside them (the bench extra)")
     parser.add_argument("--sweep-table", metavar="FILE.md",
                         help="also write every recipe of this game in the record side by side here (a sweep's trials)")
     sweep.add_arguments(parser)
@@ -130,20 +132,23 @@ def markdown_table(runs: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_curves(runs: list[dict], prefix: str) -> None:
+def plot_curves(runs: list[dict], beside: list[dict], prefix: str) -> None:
+    """`runs` (this recipe's seeds, solid) and `beside` (the game's other recipes in the record, dashed, each
+    labelled with its recipe) against env steps and against wall-clock, on the same axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for r in runs:
-        label = f"{r['game']} {r['preset'] or 'config'} seed {r['seed']}"
+    for r, style in [(r, "-") for r in runs] + [(r, "--") for r in beside]:
+        recipe = "" if style == "-" else f" {r['config_hash']}"
+        label = f"{r['game']} {r['preset'] or 'config'}{recipe} seed {r['seed']}"
         steps = [p["env_steps"] for p in r["curve"]]
         minutes = [p["wall_seconds"] / 60 for p in r["curve"]]
         means = [p["return_mean"] for p in r["curve"]]
-        by_steps.plot(steps, means, marker="o", ms=3, label=label)
-        by_time.plot(minutes, means, marker="o", ms=3, label=label)
+        by_steps.plot(steps, means, style, marker="o", ms=3, label=label)
+        by_time.plot(minutes, means, style, marker="o", ms=3, label=label)
     for ax, xlabel in ((by_steps, "env steps (agent steps)"), (by_time, "wall-clock from process start (minutes)")):
         for target in sorted({r["target"] for r in runs}):
             ax.axhline(target, ls="--", c="grey", lw=1)
@@ -152,8 +157,10 @@ def plot_curves(runs: list[dict], prefix: str) -> None:
     by_steps.set_ylabel("evaluation mean return")
     by_time.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
-    for suffix in ("png", "svg"):
-        fig.savefig(f"{prefix}.{suffix}", dpi=110)
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # the SVG keeps its labels as text: searchable, smaller
+        for suffix in ("png", "svg"):
+            fig.savefig(f"{prefix}.{suffix}", dpi=110)
+    plt.close(fig)
 
 
 def _check(args) -> None:
@@ -181,7 +188,8 @@ def _main(args) -> int:
         raise UserError(f"no finished run of recipe {recipe} under {args.logdir} or in {args.out}; allowed: run "
                         f"without --report-only")
     if args.plot:
-        plot_curves(runs, args.plot)
+        beside = [run for run in record.runs if run["game"] == args.game and run["config_hash"] != recipe]
+        plot_curves(runs, beside, args.plot)
     record.report(recipe, {"command": args.command, "machine": machine()})
     others = record.other_recipes(recipe)
     note = f"Recipe {recipe}" + (f"; the record also holds {sum(others.values())} run(s) of other recipes, reported "
