@@ -141,8 +141,7 @@ def plot_curves(runs: list[dict], beside: list[dict], prefix: str) -> None:
     import matplotlib.pyplot as plt
 
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for r, style in [(r, "-") for r in runs] + [(r, "--") for r in beside]:
-        recipe = "" if style == "-" else f" {r['config_hash']}"
+    for r, style, recipe in [(r, "-", "") for r in runs] + [(r, "--", f" {r['config_hash']}") for r in beside]:
         label = f"{r['game']} {r['preset'] or 'config'}{recipe} seed {r['seed']}"
         steps = [p["env_steps"] for p in r["curve"]]
         minutes = [p["wall_seconds"] / 60 for p in r["curve"]]
@@ -195,7 +194,7 @@ def _main(args) -> int:
     note = f"Recipe {recipe}" + (f"; the record also holds {sum(others.values())} run(s) of other recipes, reported "
                                  f"apart ({', '.join(others)})" if others else "") + ".\n"
     publish_table(markdown_table(runs) + "\n" + note, args.table)
-    if args.sweep_table:
+    if args.sweep_table:  # read after `report`, which brings the record up to the file another sweep may have written
         trials = [run for run in record.runs if run["game"] == args.game]
         atomic_write(pathlib.Path(args.sweep_table), sweep_table(trials, record.reports))
     return code
