@@ -4,8 +4,10 @@ record, table and curves say when; a finished seed is read back, not rerun; anot
 import json
 import os
 import pathlib
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -58,9 +60,10 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     higher = _bench(tmp_path, "--seeds", "0", "--target", "21", "--total-steps", "800",
                     "--sweep-table", str(tmp_path / "sweep.md"), "--plot", str(tmp_path / "beside"))
     assert higher.returncode == 0, higher.stderr
-    # its curves, and the first recipe's dashed beside them under its hash
+    # its curves, and the first recipe's dashed beside them, each under its hash
     svg = (tmp_path / "beside.svg").read_text()
-    assert "Pong config seed 0" in svg and f"Pong config {run['config_hash']} seed 0" in svg
+    [other] = [r for r in json.loads((tmp_path / "bench.json").read_text())["runs"] if r["target"] == 21]
+    assert f"Pong config {other['config_hash']} seed 0" in svg and f"Pong config {run['config_hash']} seed 0" in svg
     assert "1 run to train" in higher.stdout and "| Pong | config | 0 | 21 | no | - |" in higher.stdout
     # the sweep table: both recipes as trials, the second with what it set otherwise than the first
     first, second = (row.split(" | ") for row in (tmp_path / "sweep.md").read_text().splitlines()[2:])
@@ -71,6 +74,49 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     runs = json.loads((tmp_path / "bench.json").read_text())["runs"]
     assert sorted((r["target"], r["solved"], r["env_steps"]) for r in runs) == [(-21, True, 400), (21, False, 800)]
     assert len({r["config_hash"] for r in runs}) == 2 and len({r["run_dir"] for r in runs}) == 2
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_a_trial_stopped_by_sigterm_enters_the_record_as_it_stands_and_is_not_resumed_then(tmp_path):
+    args = ["--seeds", "0", "--target", "21", "--total-steps", "20000"]  # never reached: the run goes on until stopped
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    process = subprocess.Popen([sys.executable, "-m", "tfdqn", "time-to-score", "--game", "Pong", "--logdir",
+                                str(tmp_path / "runs"), "--out", str(tmp_path / "bench.json"), *TINY_PONG, *args],
+                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    deadline = time.monotonic() + 300
+    while not [f for f in (tmp_path / "runs").glob("*/evaluations.csv") if len(f.read_text().splitlines()) > 1]:
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.5)
+    os.killpg(process.pid, signal.SIGTERM)  # as a user gives a trial up: the run checkpoints and says it was stopped
+    process.wait(timeout=120)
+    while _group_alive(process.pid):  # the training process may still be writing its checkpoint
+        assert time.monotonic() < deadline + 120
+        time.sleep(0.5)
+    [run_dir] = (tmp_path / "runs").glob("Pong-*-seed0")
+    assert json.loads((run_dir / "summary.json").read_text())["stopped_by"] == "SIGTERM"
+    recorded = _bench(tmp_path, *args, "--record-stopped", "--table", str(tmp_path / "bench.md"),
+                      "--sweep-table", str(tmp_path / "sweep.md"))
+    assert recorded.returncode == 0, recorded.stderr
+    [run] = json.loads((tmp_path / "bench.json").read_text())["runs"]
+    assert run["stopped_by"] == "SIGTERM" and run["solved"] is False and run["final_eval_return"] is None
+    assert 400 <= run["env_steps"] < 20000 and run["curve"][0]["env_steps"] == 400
+    assert "| Pong | config | 0 | 21 | no (stopped) | - |" in (tmp_path / "bench.md").read_text()
+    row = (tmp_path / "sweep.md").read_text().splitlines()[2].split(" | ")
+    assert row[7] == "21: no" and row[8].endswith(f" {run['run_seconds'] / 60:.0f} min, stopped |")
+    # the same command without the flag finds the trial recorded, and leaves its folder as it was
+    written = (run_dir / "summary.json").stat().st_mtime_ns
+    again = _bench(tmp_path, *args)
+    assert again.returncode == 0, again.stderr
+    assert "nothing to train" in again.stdout and (run_dir / "summary.json").stat().st_mtime_ns == written
 
 
 def test_bad_seeds_are_refused_in_one_line(tmp_path):

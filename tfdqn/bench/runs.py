@@ -28,7 +28,7 @@ from tfdqn.bench.runkey import RunKey, check_folder
 from tfdqn.errors import UserError, one_line
 from tfdqn.extras import require
 from tfdqn.run.markers import complete_steps
-from tfdqn.run.run_dir import finished_summary
+from tfdqn.run.run_dir import finished_summary, read_summary
 
 THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS")
 KILLED_RETRIES = 1  # a run whose process a signal killed is resumed this many times before it counts as failed
@@ -48,10 +48,22 @@ def finished(run_dir: pathlib.Path) -> dict | None:
     return finished_summary(run_dir, total_steps=0)
 
 
+def stopped(run_dir: pathlib.Path) -> dict | None:
+    """The summary of a run a stop signal ended (it resumes from its checkpoint), else None."""
+    summary = read_summary(run_dir)
+    return summary if summary is not None and "stopped_by" in summary else None
+
+
+def ended(run_dir: pathlib.Path) -> dict:
+    """The summary of a run that finished, or else of one a signal stopped (a sweep's trial recorded where it
+    stands)."""
+    return finished(run_dir) or stopped(run_dir)
+
+
 def code_of(run_dir: pathlib.Path) -> dict:
-    """The version and commit of the code whose process finished the run (its summary's `code`); for a summary
+    """The version and commit of the code whose process ended the run (its summary's `code`); for a summary
     written before summaries carried it, this process's."""
-    return finished(run_dir).get("code") or provenance()
+    return ended(run_dir).get("code") or provenance()
 
 
 def train_command(run_dir: pathlib.Path, arguments: tuple[str, ...]) -> tuple[list[str], str]:

@@ -8,7 +8,7 @@ import pathlib
 
 from tfdqn.bench.record import Record
 from tfdqn.bench.runkey import check_folder
-from tfdqn.bench.runs import Placement, PlannedRun, code_of, finished, run_all
+from tfdqn.bench.runs import Placement, PlannedRun, code_of, finished, run_all, stopped
 from tfdqn.cli import number
 from tfdqn.errors import UserError
 
@@ -64,14 +64,16 @@ def open_record(out: str, tool: str) -> Record:
 
 
 def settle(record: Record, planned: list[PlannedRun], entry, collect, where: Placement, report_only: bool,
-           recorded_seconds: list[float]) -> int:
-    """Bring every planned run into the record: those whose folders finished as they are, then (unless
-    `report_only`) train or resume the rest, several at once, recording each as it ends as `entry(run, outcome)`."""
+           recorded_seconds: list[float], stopped_too: bool = False) -> int:
+    """Bring every planned run into the record: those whose folders finished (and, with `stopped_too`, those a
+    signal stopped) as they are, then (unless `report_only`) train or resume the rest, several at once,
+    recording each as it ends as `entry(run, outcome)`."""
     todo = [run for run in planned
             if record.get(game=run.game, config_hash=run.key.config_hash, seed=run.key.seed) is None]
     for run in todo:
         check_folder(run.run_dir, run.key)
-    ended = [run for run in todo if finished(run.run_dir) is not None]
+    ended = [run for run in todo
+             if finished(run.run_dir) is not None or (stopped_too and stopped(run.run_dir) is not None)]
     for run in ended:
         record.put(entry(run, {"starts": [], "host": None, **code_of(run.run_dir), **collect(run.run_dir, run.key)}))
     if report_only:

@@ -54,5 +54,6 @@ def sweep_table(runs: list[dict], reports: dict) -> str:
                    if run["solved"] else f"{run['target']:g}: no")
         lines.append(f"| T{trials.index(run['config_hash']) + 1} | {run['config_hash']} | {run['seed']} | "
                      f"{settings(run, first, command)} | {run['env_steps_per_sec']:.0f} | {curve_by_marks(curve)} | "
-                     f"{best_cell} | {reached} | {steps(run['env_steps'])}, {run['run_seconds'] / 60:.0f} min |")
+                     f"{best_cell} | {reached} | {steps(run['env_steps'])}, {run['run_seconds'] / 60:.0f} min"
+                     f"{', stopped' if run.get('stopped_by') else ''} |")
     return "\n".join(lines) + "\n"

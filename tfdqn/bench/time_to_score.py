@@ -17,7 +17,8 @@ solved, solve_env_steps, solve_wall_seconds, final_eval_return and the curve), a
 recipe's runs, their curves against env steps and wall-clock (`--plot PREFIX`: PREFIX.png and PREFIX.svg, with the
 game's other recipes in the record dashed beside them, each labelled with its hash), and
 (`--sweep-table`) every recipe of the game the record holds side by side, as a sweep's trials
-(`tfdqn.bench.sweep_table`).
+(`tfdqn.bench.sweep_table`). A trial given up early (stopped with SIGTERM) enters the record as it stands with
+`--record-stopped`, marked stopped, so every trial of a sweep can be checked; `--remove` takes it out to resume it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from tfdqn.run.csv_log import read_evaluations
 from tfdqn.bench import sweep
 from tfdqn.bench.report import run_benchmark, machine, publish_table
 from tfdqn.bench.runkey import RunKey
-from tfdqn.bench.runs import PlannedRun, finished
+from tfdqn.bench.runs import PlannedRun, ended
 from tfdqn.bench.sweep_table import sweep_table
 from tfdqn.extras import require
 
@@ -57,6 +58,9 @@ def build_parser(prog: str = "tfdqn time-to-score") -> OneLineErrorParser:
                         "the game's other recipes in the record dashed beside them (the bench extra)")
     parser.add_argument("--sweep-table", metavar="FILE.md",
                         help="also write every recipe of this game in the record side by side here (a sweep's trials)")
+    parser.add_argument("--record-stopped", action="store_true",
+                        help="train nothing: also record this recipe's runs that a stop signal ended, where they "
+                             "stand (a sweep's trial given up early); --remove takes one out to resume it")
     sweep.add_arguments(parser)
     return parser
 
@@ -105,8 +109,9 @@ def protocol(run_dir: pathlib.Path) -> str:
 
 
 def collect(run_dir: pathlib.Path, key: RunKey) -> dict:
-    """One seed's figures from its finished run folder, with the resolved config that made them."""
-    summary = finished(run_dir)
+    """One seed's figures from its finished (or stopped and recorded as it stands) run folder, with the resolved
+    config that made them."""
+    summary = ended(run_dir)
     config = config_lib.build_config([run_dir / "config.yaml"], {})
     target, curve = config.run.target_return, read_curve(run_dir)
     solved = next((point for point in curve if point["return_mean"] >= target), None)
@@ -116,6 +121,7 @@ def collect(run_dir: pathlib.Path, key: RunKey) -> dict:
             "final_eval_return": summary.get("final_eval_return_mean"),
             "final_eval_episodes": summary.get("final_eval_episodes"),
             "env_steps": summary["env_steps"], "run_seconds": summary["run_seconds"],
+            "stopped_by": summary.get("stopped_by"),
             "env_steps_per_sec": summary["env_steps_per_sec"], "protocol": protocol(run_dir), "curve": curve,
             "config": config_lib.to_dict(config)}
 
@@ -128,21 +134,24 @@ def markdown_table(runs: list[dict]) -> str:
         steps = f"{r['solve_env_steps']:,}" if r["solved"] else "-"
         final = f"{r['final_eval_return']:.1f}" if r["final_eval_return"] is not None else "-"
         lines.append(f"| {r['game']} | {r['preset'] or 'config'} | {r['seed']} | {r['target']:g} | "
-                     f"{'yes' if r['solved'] else 'no'} | {steps} | {minutes} | {final} | {r['run_seconds'] / 60:.1f} |")
+                     f"{'yes' if r['solved'] else 'no'}{' (stopped)' if r.get('stopped_by') else ''} | {steps} | "
+                     f"{minutes} | {final} | {r['run_seconds'] / 60:.1f} |")
     return "\n".join(lines) + "\n"
 
 
 def plot_curves(runs: list[dict], beside: list[dict], prefix: str) -> None:
     """`runs` (this recipe's seeds, solid) and `beside` (the game's other recipes in the record, dashed, each
-    labelled with its recipe) against env steps and against wall-clock, on the same axes."""
+    labelled with its recipe, as this recipe's are then too) against env steps and against wall-clock, on the same
+    axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-    for r, style, recipe in [(r, "-", "") for r in runs] + [(r, "--", f" {r['config_hash']}") for r in beside]:
-        label = f"{r['game']} {r['preset'] or 'config'}{recipe} seed {r['seed']}"
+    curves = [(r, "-", bool(beside)) for r in runs] + [(r, "--", True) for r in beside]
+    for r, style, with_hash in curves:
+        label = f"{r['game']} {r['preset'] or 'config'}{' ' + r['config_hash'] if with_hash else ''} seed {r['seed']}"
         steps = [p["env_steps"] for p in r["curve"]]
         minutes = [p["wall_seconds"] / 60 for p in r["curve"]]
         means = [p["return_mean"] for p in r["curve"]]
@@ -178,8 +187,9 @@ def _main(args) -> int:
     recipe = planned[0].key.config_hash  # the seed is not in it
     sweep.apply_removals(record, args.remove, lambda game, seed: recipe)
     entry = lambda run, outcome: {**sweep.run_facts(run, outcome), "preset": args.preset}  # noqa: E731
-    code = sweep.settle(record, planned, entry, collect, where, args.report_only,
-                        [run["run_seconds"] for run in record.of_recipe(recipe)])
+    code = sweep.settle(record, planned, entry, collect, where, args.report_only or args.record_stopped,
+                        [run["run_seconds"] for run in record.of_recipe(recipe) if not run.get("stopped_by")],
+                        stopped_too=args.record_stopped)
     runs = sorted((run for run in record.of_recipe(recipe) if run["seed"] in args.seeds), key=lambda run: run["seed"])
     if not runs:
         if code:

@@ -78,10 +78,16 @@ def load_run_config(run_dir: pathlib.Path, total_steps=None, resume: str = "--re
 def finished_summary(run_dir: pathlib.Path, total_steps: int) -> dict | None:
     """The summary of a run that ended by itself (no `stopped_by`) at `total_steps` or at its target return,
     else None: resuming that run would only repeat its final evaluation and rewrite its files."""
+    summary = read_summary(run_dir)
+    done = summary is not None and "stopped_by" not in summary and (
+        summary.get("env_steps", 0) >= total_steps or summary.get("reached_target", False))
+    return summary if done else None
+
+
+def read_summary(run_dir: pathlib.Path) -> dict | None:
+    """The run's summary.json as written at its end or at a stop signal, or None where it has none."""
     try:
         summary = json.loads((pathlib.Path(run_dir) / "summary.json").read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
-    done = isinstance(summary, dict) and "stopped_by" not in summary and (
-        summary.get("env_steps", 0) >= total_steps or summary.get("reached_target", False))
-    return summary if done else None
+    return summary if isinstance(summary, dict) else None
