@@ -98,8 +98,11 @@ def test_exit_code_follows_the_shell_convention():
 
 def test_ctrl_c_during_start_up_ends_the_command_in_one_line_with_130(tmp_path):
     """Before the run's stop handler exists (here: while TensorFlow imports), SIGINT is the CLI's to report."""
+    # SIGINT at its default in the child, as a terminal's Ctrl-C finds it: a test runner's worker may ignore
+    # SIGINT, the child would inherit that, and Python then installs no KeyboardInterrupt handler
     child = subprocess.Popen([sys.executable, "-m", "tfdqn.train", *TINY, "--logdir", str(tmp_path)], cwd=REPO,
-                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert child.stdout.readline().startswith("run folder: ")
     child.send_signal(signal.SIGINT)
     _, err = child.communicate(timeout=60)
