@@ -56,8 +56,8 @@ def stopped(run_dir: pathlib.Path) -> dict | None:
 
 def ended(run_dir: pathlib.Path) -> dict:
     """The summary of a run that finished, or else of one a signal stopped (a sweep's trial recorded where it
-    stands)."""
-    return finished(run_dir) or stopped(run_dir)
+    stands): a run writes its summary only at one of the two, so this is the summary as it is, read once."""
+    return read_summary(run_dir)
 
 
 def code_of(run_dir: pathlib.Path) -> dict:
