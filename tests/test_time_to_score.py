@@ -133,3 +133,10 @@ def test_the_sweep_table_reads_each_curve_at_the_marks_it_passed_then_at_its_las
     # 250k reads the newest evaluation at or before it (225k); 2M is past the run's end, so it is left out
     assert curve_by_marks(curve) == "2.0 at 100k, 3.0 at 250k, 4.0 at 500k, 4.0 at 1M, 40.0 at 1.1M (last)"
     assert curve_by_marks(curve[:2]) == "2.0 at 100k" and curve_by_marks([]) == "no evaluation"
+
+
+def test_the_sweep_table_gives_a_stopped_runs_steps_to_three_figures():
+    from tfdqn.bench.sweep_table import steps
+
+    assert [steps(count) for count in (400, 15_228, 150_000, 265_612, 999_600, 1_000_000, 1_234_567)] == [
+        "400", "15.2k", "150k", "266k", "1M", "1M", "1.23M"]

@@ -13,10 +13,10 @@ MARKS = (100_000, 250_000, 500_000, 1_000_000, 2_000_000, 5_000_000)  # agent st
 
 
 def steps(count: int) -> str:
-    """400, 250k, 1M, 1.5M: an agent-step count as a table cell."""
+    """400, 250k, 266k, 1M, 1.23M: an agent-step count as a table cell, to three significant figures."""
     if count < 1000:
         return str(count)
-    return f"{count / 1e6:g}M" if count >= 1_000_000 else f"{count / 1e3:g}k"
+    return f"{count / 1e6:.3g}M" if count >= 999_500 else f"{count / 1e3:.3g}k"  # 999,500 rounds to 1M, not 1e+03k
 
 
 def curve_by_marks(curve: list[dict]) -> str:
