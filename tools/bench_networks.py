@@ -4,8 +4,8 @@
 
 One batch-32 update (double DQN, n-step targets, Adam; through `update_many` with k = 1, as the trainer calls
 it) and one act call for 4 envs, for the Nature CNN on 84x84 and on 42x42 frames and `small_cnn` on 42x42 frames,
-each in float32 and mixed bfloat16, and the IMPALA network on 84x84 and 42x42 frames in float32 (and 42x42 in bfloat16), timed in interleaved rounds (the median of the rounds' best
-slices, `bench_timing`); `nature_84_xla` and `nature_96_xla` are the Nature CNN's update compiled by XLA
+each in float32 and mixed bfloat16, and the IMPALA network on 84x84 and 42x42 frames in float32 (and 42x42 in
+bfloat16), timed in interleaved rounds (the median of the rounds' best slices, `bench_timing`); `nature_84_xla` and `nature_96_xla` are the Nature CNN's update compiled by XLA
 (`compute.update_jit_compile`, which the generic config sets for its MLP, and which an image env's CNN turns off
 by rule), beside the same network without it (96x96: CarRacing's frame side).
 """

@@ -54,16 +54,11 @@ def stopped(run_dir: pathlib.Path) -> dict | None:
     return summary if summary is not None and "stopped_by" in summary else None
 
 
-def ended(run_dir: pathlib.Path) -> dict:
-    """The summary of a run that finished, or else of one a signal stopped (a sweep's trial recorded where it
-    stands): a run writes its summary only at one of the two, so this is the summary as it is, read once."""
-    return read_summary(run_dir)
-
-
 def code_of(run_dir: pathlib.Path) -> dict:
     """The version and commit of the code whose process ended the run (its summary's `code`); for a summary
-    written before summaries carried it, this process's."""
-    return ended(run_dir).get("code") or provenance()
+    written before summaries carried it, this process's. A run writes its summary only when it finishes or a
+    signal stops it, so the summary as it is serves both."""
+    return read_summary(run_dir).get("code") or provenance()
 
 
 def train_command(run_dir: pathlib.Path, arguments: tuple[str, ...]) -> tuple[list[str], str]:

@@ -33,10 +33,11 @@ from tfdqn.cli import OneLineErrorParser, number
 from tfdqn.errors import UserError
 from tfdqn.presets import PRESETS
 from tfdqn.run.csv_log import read_evaluations
+from tfdqn.run.run_dir import read_summary
 from tfdqn.bench import sweep
 from tfdqn.bench.report import run_benchmark, machine, publish_table
 from tfdqn.bench.runkey import RunKey
-from tfdqn.bench.runs import PlannedRun, ended
+from tfdqn.bench.runs import PlannedRun
 from tfdqn.bench.sweep_table import sweep_table
 from tfdqn.extras import require
 
@@ -111,7 +112,7 @@ def protocol(run_dir: pathlib.Path) -> str:
 def collect(run_dir: pathlib.Path, key: RunKey) -> dict:
     """One seed's figures from its finished (or stopped and recorded as it stands) run folder, with the resolved
     config that made them."""
-    summary = ended(run_dir)
+    summary = read_summary(run_dir)  # written only when the run finished or a signal stopped it
     config = config_lib.build_config([run_dir / "config.yaml"], {})
     target, curve = config.run.target_return, read_curve(run_dir)
     solved = next((point for point in curve if point["return_mean"] >= target), None)
