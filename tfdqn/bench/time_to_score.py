@@ -143,14 +143,16 @@ def markdown_table(runs: list[dict]) -> str:
 def plot_curves(runs: list[dict], beside: list[dict], prefix: str) -> None:
     """`runs` (this recipe's seeds, solid) and `beside` (the game's other recipes in the record, dashed, each
     labelled with its recipe, as this recipe's are then too) against env steps and against wall-clock, on the same
-    axes."""
+    axes; the legend goes below both panels, where a sweep's many curves cannot hide its points."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
     curves = [(r, "-", bool(beside)) for r in runs] + [(r, "--", True) for r in beside]
+    columns = 2 if len(curves) > 3 else len(curves)
+    rows = -(-len(curves) // columns)
+    fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4 + 0.22 * rows), sharey=True, layout="constrained")
     for r, style, with_hash in curves:
         label = f"{r['game']} {r['preset'] or 'config'}{' ' + r['config_hash'] if with_hash else ''} seed {r['seed']}"
         steps = [p["env_steps"] for p in r["curve"]]
@@ -164,8 +166,7 @@ def plot_curves(runs: list[dict], beside: list[dict], prefix: str) -> None:
         ax.set_xlabel(xlabel)
         ax.grid(alpha=0.3)
     by_steps.set_ylabel("evaluation mean return")
-    by_time.legend(loc="lower right", fontsize=8)
-    fig.tight_layout()
+    fig.legend(*by_time.get_legend_handles_labels(), loc="outside lower center", ncols=columns, fontsize=8)
     with matplotlib.rc_context({"svg.fonttype": "none"}):  # the SVG keeps its labels as text: searchable, smaller
         for suffix in ("png", "svg"):
             fig.savefig(f"{prefix}.{suffix}", dpi=110)
