@@ -5,15 +5,17 @@
 One batch-32 update (double DQN, n-step targets, Adam; through `update_many` with k = 1, as the trainer calls
 it) and one act call for 4 envs, for the Nature CNN on 84x84 and on 42x42 frames and `small_cnn` on 42x42 frames,
 each in float32 and mixed bfloat16, and the IMPALA network on 84x84 and 42x42 frames in float32 (and 42x42 in
-bfloat16), timed in interleaved rounds (the median of the rounds' best slices, `bench_timing`); `nature_84_xla` and `nature_96_xla` are the Nature CNN's update compiled by XLA
-(`compute.update_jit_compile`, which the generic config sets for its MLP, and which an image env's CNN turns off
-by rule), beside the same network without it (96x96: CarRacing's frame side).
+bfloat16), timed in interleaved rounds (the median of the rounds' best slices, `bench_timing`). `*_xla` variants
+compile the update by XLA (`compute.update_jit_compile`, which the generic config sets for its MLP, and which an
+image env's CNN turns off by rule), beside the same network without it (96x96: CarRacing's frame side);
+`impala_42_qr*` use QR-DQN's loss (the Breakout sweep's T9).
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,14 +23,25 @@ from tfdqn.bench.report import command_line, machine, publish
 from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
 from tools.bench_timing import calls_per_second
 
-VARIANTS = {  # name -> (network.kind, frame side, mixed precision, XLA update)
-    "nature_84": ("nature_cnn", 84, False, False), "nature_84_bf16": ("nature_cnn", 84, True, False),
-    "nature_42": ("nature_cnn", 42, False, False), "nature_42_bf16": ("nature_cnn", 42, True, False),
-    "small_42": ("small_cnn", 42, False, False), "small_42_bf16": ("small_cnn", 42, True, False),
-    "impala_84": ("impala", 84, False, False), "impala_42": ("impala", 42, False, False),
-    "impala_42_bf16": ("impala", 42, True, False),
-    "nature_84_xla": ("nature_cnn", 84, False, True), "nature_96": ("nature_cnn", 96, False, False),
-    "nature_96_xla": ("nature_cnn", 96, False, True)}
+class Variant(NamedTuple):
+    kind: str  # network.kind
+    side: int  # frame side
+    bf16: bool = False  # mixed bfloat16
+    xla: bool = False  # the update compiled by XLA
+    loss: str = "huber"  # learner.loss: quantile is QR-DQN's (200 quantiles), the Breakout sweep's T9
+
+
+VARIANTS = {
+    "nature_84": Variant("nature_cnn", 84), "nature_84_bf16": Variant("nature_cnn", 84, bf16=True),
+    "nature_42": Variant("nature_cnn", 42), "nature_42_bf16": Variant("nature_cnn", 42, bf16=True),
+    "small_42": Variant("small_cnn", 42), "small_42_bf16": Variant("small_cnn", 42, bf16=True),
+    "impala_84": Variant("impala", 84), "impala_42": Variant("impala", 42),
+    "impala_42_bf16": Variant("impala", 42, bf16=True), "impala_42_xla": Variant("impala", 42, xla=True),
+    "impala_42_qr": Variant("impala", 42, loss="quantile"),
+    "impala_42_qr_bf16": Variant("impala", 42, bf16=True, loss="quantile"),
+    "impala_42_qr_xla": Variant("impala", 42, xla=True, loss="quantile"),
+    "nature_84_xla": Variant("nature_cnn", 84, xla=True), "nature_96": Variant("nature_cnn", 96),
+    "nature_96_xla": Variant("nature_cnn", 96, xla=True)}
 BATCH, ENVS, ACTIONS = 32, 4, 6
 
 
@@ -50,10 +63,11 @@ def measure(seconds: float, rounds: int, variants: list[str]) -> dict:
     rng = np.random.default_rng(0)
     calls = {}
     for name in dict.fromkeys(["nature_84", *variants]):
-        kind, side, bf16, xla = VARIANTS[name]
-        config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": kind, "env.screen_size": side,
-                                                "compute.mixed_precision": bf16,
-                                                "compute.update_jit_compile": xla}, "atari_cpu")
+        v = VARIANTS[name]
+        side = v.side
+        config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": v.kind, "env.screen_size": side,
+                                                "compute.mixed_precision": v.bf16, "compute.update_jit_compile": v.xla,
+                                                "learner.loss": v.loss}, "atari_cpu")
         agent = make_agent(config, (4, side, side), np.uint8, ACTIONS)
         frames = lambda n: rng.integers(0, 256, (n, 4, side, side), dtype=np.uint8)  # noqa: E731
         batch = (frames(BATCH), rng.integers(0, ACTIONS, BATCH).astype(np.int32),
@@ -76,12 +90,12 @@ def measure(seconds: float, rounds: int, variants: list[str]) -> dict:
 
 
 def markdown_table(figures: dict) -> str:
-    lines = ["| network, frames, precision | update (ms, batch 32) | against Nature 84x84 | act (ms, 4 envs) | parameters |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| network, frames, precision, loss | update (ms, batch 32) | against Nature 84x84 | act (ms, 4 envs) | "
+             "parameters |", "|---|---:|---:|---:|---:|"]
     for name, f in figures.items():
-        kind, side, bf16, xla = VARIANTS[name]
-        precision = ("bfloat16" if bf16 else "float32") + (", XLA update" if xla else "")
-        lines.append(f"| {kind}, {side}x{side}, {precision} | {f['update_ms']:.2f} | "
+        v = VARIANTS[name]
+        precision = ("bfloat16" if v.bf16 else "float32") + (", XLA update" if v.xla else "")
+        lines.append(f"| {v.kind}, {v.side}x{v.side}, {precision}, {v.loss} | {f['update_ms']:.2f} | "
                      f"{f['update_against_nature_84']:.2f} | {f['act_ms']:.2f} | {f['params']:,} |")
     return "\n".join(lines) + "\n"
 
