@@ -8,7 +8,7 @@ each in float32 and mixed bfloat16, and the IMPALA network on 84x84 and 42x42 fr
 bfloat16), timed in interleaved rounds (the median of the rounds' best slices, `bench_timing`). `*_xla` variants
 compile the update by XLA (`compute.update_jit_compile`, which the generic config sets for its MLP, and which an
 image env's CNN turns off by rule), beside the same network without it (96x96: CarRacing's frame side);
-`impala_42_qr*` use QR-DQN's loss (the Breakout sweep's T9).
+`impala_42_qr*` use QR-DQN's loss (the Breakout sweep's T10).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class Variant(NamedTuple):
     side: int  # frame side
     bf16: bool = False  # mixed bfloat16
     xla: bool = False  # the update compiled by XLA
-    loss: str = "huber"  # learner.loss: quantile is QR-DQN's (200 quantiles), the Breakout sweep's T9
+    loss: str = "huber"  # learner.loss: quantile is QR-DQN's (200 quantiles), the Breakout sweep's T10
 
 
 VARIANTS = {
