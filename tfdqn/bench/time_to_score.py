@@ -153,13 +153,14 @@ def plot_curves(runs: list[dict], beside: list[dict], prefix: str) -> None:
     columns = 2 if len(curves) > 3 else len(curves)
     rows = -(-len(curves) // columns)
     fig, (by_steps, by_time) = plt.subplots(1, 2, figsize=(11, 4 + 0.22 * rows), sharey=True, layout="constrained")
-    for r, style, with_hash in curves:
+    colours = plt.get_cmap("tab20" if len(curves) > 10 else "tab10").colors  # one colour per curve where it can
+    for (r, style, with_hash), colour in zip(curves, colours * len(curves)):
         label = f"{r['game']} {r['preset'] or 'config'}{' ' + r['config_hash'] if with_hash else ''} seed {r['seed']}"
         steps = [p["env_steps"] for p in r["curve"]]
         minutes = [p["wall_seconds"] / 60 for p in r["curve"]]
         means = [p["return_mean"] for p in r["curve"]]
-        by_steps.plot(steps, means, style, marker="o", ms=3, label=label)
-        by_time.plot(minutes, means, style, marker="o", ms=3, label=label)
+        by_steps.plot(steps, means, style, marker="o", ms=3, label=label, color=colour)
+        by_time.plot(minutes, means, style, marker="o", ms=3, label=label, color=colour)
     for ax, xlabel in ((by_steps, "env steps (agent steps)"), (by_time, "wall-clock from process start (minutes)")):
         for target in sorted({r["target"] for r in runs}):
             ax.axhline(target, ls="--", c="grey", lw=1)
