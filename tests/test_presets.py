@@ -1,6 +1,7 @@
 """`--preset`: each recipe's settings with their sources, adapted to vector observations, and a short
 real Atari run for each."""
 
+import json
 import subprocess
 import sys
 
@@ -79,12 +80,28 @@ def test_noisy_nets_explore_without_epsilon_unless_told_otherwise():
 def test_an_unknown_preset_and_a_shift_on_vector_observations_are_one_line_errors(tmp_path, run_cmd):
     result = run_cmd("tfdqn.train", "--env", "CartPole", "--preset", "dqn++", "--print-config")
     assert result.returncode == 2 and result.stderr.strip() == (
-        "python -m tfdqn.train: error: --preset 'dqn++' is not a preset; allowed: rainbow, der, drq_eps, munchausen, iqn, atari_cpu")
+        "python -m tfdqn.train: error: --preset 'dqn++' is not a preset; allowed: rainbow, der, drq_eps, munchausen, iqn, atari_cpu, "
+        "iqn_impala_cpu")
     result = run_cmd("tfdqn.train", *SMALL_CARTPOLE, "--preset", "drq_eps", "--set", "learner.augment_pad=4",
                      "--logdir", str(tmp_path), "--run-name", "r")
     error = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(error) == 1 and "learner.augment_pad = 4 needs image observations" in error[0]
     assert not (tmp_path / "r").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("preset, record, config_hash", [("atari_cpu", "bench-atari-pong.json", "4d8151fbd8"),
+                                                        ("iqn_impala_cpu", "sweep-breakout.json", "48788f9e2b")])
+def test_tfdqns_own_presets_are_the_recipes_their_sweeps_recorded_value_by_value(preset, record, config_hash):
+    """The source of tfdqn's own presets is a recorded run (docs/atari.md): every key of the preset's resolved
+    config equals that run's, so the preset trains the recipe whose results docs/ report."""
+    from tfdqn.bench.runkey import recipe, recipe_differences, recipe_hash
+
+    run = next(run for run in json.loads((REPO / "docs" / record).read_text())["runs"]
+               if run["config_hash"] == config_hash)
+    config = config_lib.resolve_config([], {"env.id": run["game"], "run.target_return": run["target"],
+                                            "run.total_steps": run["config"]["run"]["total_steps"]}, preset)
+    assert recipe_differences(recipe(config), run["config"]) == []
+    assert recipe_hash(config) == config_hash
 
 
 SHORT_PONG = {"env.id": "Pong", "run.total_steps": 120, "run.learning_starts": 100, "replay.capacity": 1000,
@@ -99,7 +116,7 @@ def test_each_preset_trains_a_short_atari_run(tmp_path, preset):
     summary = tfdqn.train(config, tmp_path / preset, quiet=True)
     assert summary["updates"] == int(20 / config.run.training_interval) and summary["final_eval_episodes"] == 1
     assert config.learner.n_step == {"rainbow": 3, "der": 10, "drq_eps": 10, "munchausen": 1, "iqn": 3,
-                                     "atari_cpu": 3}[preset]
+                                     "atari_cpu": 3, "iqn_impala_cpu": 3}[preset]
 
 
 @pytest.mark.slow

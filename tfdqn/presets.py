@@ -1,5 +1,6 @@
 """`--preset NAME`: recipes of the DQN family as config settings, each naming its source: the published
-ones, and tfdqn's own `atari_cpu`, chosen by a measured sweep for time to a score on a 2-core CPU.
+ones, and tfdqn's own `atari_cpu` (Pong) and `iqn_impala_cpu` (Breakout), chosen by measured sweeps for time to a
+score on a 2-core CPU.
 
 A preset sets the components of its recipe for every env (heads, losses, sampler, n-step), and its
 published hyperparameters where they apply: on Atari, where they were tuned. For vector observations
@@ -270,6 +271,23 @@ def _iqn(binding: str, line: int, value) -> Cited:
 
 _PRIORITIES = "labs/atari_100k/atari_100k_rainbow_agent.py:221 priorities sqrt(loss + 1e-10)"
 _WEIGHTS = "labs/atari_100k/atari_100k_rainbow_agent.py:190-191 weights 1 / sqrt(p), over their maximum"
+# tfdqn's own recipes for a 2-core CPU (docs/atari.md), chosen by measured sweeps for time to a score.
+# Prioritized replay and a dueling head as RLlib's tuned Pong DQN (T5 in the Pong sweep: ahead of T4b, which had
+# neither, from 125,000 agent steps).
+_CPU_COMPONENTS = {"learner.n_step": 3, "learner.double_dqn": True, "network.dueling": True,
+                   "replay.sampler": "prioritized", "replay.priority_exponent": 0.5,
+                   "replay.importance_exponent": 0.4, "replay.importance_exponent_end": 1.0}
+# 42x42 frames (as RLlib's tuned Pong DQN) through small_cnn, which keeps an 11x11 map where the Nature CNN keeps
+# 1x1; one update per 2 agent steps on 4 envs; a 100,000-transition replay; ALE v5 without sticky actions, as
+# Atari 100k and the peers' Pong figures play it
+_CPU_ATARI = {"env.screen_size": 42, "network.kind": "small_cnn", "env.repeat_action_probability": 0.0,
+              "replay.capacity": 100_000, "replay.batch_size": 32, "learner.learning_rate": 1e-4,
+              "learner.target_update_period": 1_000, "exploration.epsilon_end": 0.01,
+              "exploration.epsilon_decay_steps": 100_000, "exploration.eval_epsilon": 0.001,
+              "run.learning_starts": 10_000, "run.training_interval": 2, "run.num_envs": 4,
+              "run.eval_every": 25_000, "run.eval_episodes": 10, "run.checkpoint_every": 50_000,
+              "run.total_steps": 1_000_000}
+
 PRESETS = {
     "rainbow": Preset(
         "Hessel et al. 2018 (Rainbow), Table 1",
@@ -438,23 +456,16 @@ PRESETS = {
                      Difference("initial weights", "uniform in +-3^(1/4) / sqrt(fan_in) (variance_scaling 1/sqrt(3), "
                                 "fan_in)", "Glorot uniform, +-sqrt(6 / (fan_in + fan_out)), as every tfdqn network",
                                 "not measured"))),
-    "atari_cpu": Preset(
-        "tfdqn's sweep for time to a score on a 2-core CPU (docs/atari.md: Pong)",
-        # prioritized replay and a dueling head as RLlib's tuned Pong DQN (T5 in the sweep: ahead of T4b, which had
-        # neither, from 125,000 agent steps)
-        components={"learner.n_step": 3, "learner.double_dqn": True, "network.dueling": True,
-                    "replay.sampler": "prioritized", "replay.priority_exponent": 0.5,
-                    "replay.importance_exponent": 0.4, "replay.importance_exponent_end": 1.0},
-        # 42x42 frames (as RLlib's tuned Pong DQN) through small_cnn, which keeps an 11x11 map where the Nature
-        # CNN keeps 1x1; one update per 2 agent steps on 4 envs; a 100,000-transition replay; ALE v5 without
-        # sticky actions, as Atari 100k and the peers' Pong figures play it
-        atari={"env.screen_size": 42, "network.kind": "small_cnn", "env.repeat_action_probability": 0.0,
-               "replay.capacity": 100_000, "replay.batch_size": 32, "learner.learning_rate": 1e-4,
-               "learner.target_update_period": 1_000, "exploration.epsilon_end": 0.01,
-               "exploration.epsilon_decay_steps": 100_000, "exploration.eval_epsilon": 0.001,
-               "run.learning_starts": 10_000, "run.training_interval": 2, "run.num_envs": 4,
-               "run.eval_every": 25_000, "run.eval_episodes": 10, "run.checkpoint_every": 50_000,
-               "run.total_steps": 1_000_000},
+    "atari_cpu": Preset("tfdqn's sweep for time to a score on a 2-core CPU (docs/atari.md: Pong)",
+                        components=_CPU_COMPONENTS, atari=_CPU_ATARI, vector={}),
+    # Breakout: IQN's loss at 8 fractions and the IMPALA network, with Dopamine's 1M replay, epsilon schedule and
+    # update period, on atari_cpu's other settings (T9 in docs/atari.md's Breakout sweep, the recipe it recorded)
+    "iqn_impala_cpu": Preset(
+        "tfdqn's sweep for time to a score on a 2-core CPU (docs/atari.md: Breakout, T9)",
+        components={**_CPU_COMPONENTS, "learner.loss": "implicit_quantile", "learner.num_tau_samples": 8,
+                    "learner.num_tau_prime_samples": 8, "learner.num_quantile_samples": 8},
+        atari={**_CPU_ATARI, "network.kind": "impala", "replay.capacity": 1_000_000,
+               "exploration.epsilon_decay_steps": 250_000, "run.training_interval": 4},
         vector={}),
 }
 
