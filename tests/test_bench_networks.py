@@ -15,13 +15,14 @@ from tests.conftest import REPO
 def test_the_bench_times_every_network_and_frame_size(tmp_path):
     result = subprocess.run([sys.executable, "-m", "tools.bench_networks", "--seconds", "0.05", "--rounds", "1",
                              "--variants", "small_42", "small_42_bf16", "impala_42", "impala_42_qr",
-                             "--out", str(tmp_path / "n.json"), "--table", str(tmp_path / "n.md")], cwd=REPO,
+                             "impala_42_iqn8", "--out", str(tmp_path / "n.json"), "--table", str(tmp_path / "n.md")], cwd=REPO,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     written = json.loads((tmp_path / "n.json").read_text())
     assert written["command"].startswith("python -m tools.bench_networks --seconds 0.05 --rounds 1 ")
     figures = written["figures"]
-    assert list(figures) == ["nature_84", "small_42", "small_42_bf16", "impala_42", "impala_42_qr"]  # the reference first
+    assert list(figures) == ["nature_84", "small_42", "small_42_bf16", "impala_42", "impala_42_qr",
+                            "impala_42_iqn8"]  # the reference first
     assert figures["nature_84"]["update_against_nature_84"] == 1.0
     assert all(f["update_ms"] > 0 and f["act_ms"] > 0 for f in figures.values())
     # small_cnn on 42x42 for Pong's 6 actions, with atari_cpu's dueling head: conv 16x4x4 over 4 frames, conv 32x4x4,
@@ -31,4 +32,9 @@ def test_the_bench_times_every_network_and_frame_size(tmp_path):
     # QR-DQN's dueling head: 200 quantiles for the value and for each of the 6 advantages, from the dense 512
     qr_head, q_head = (512 * 200 + 200) + (512 * 6 * 200 + 6 * 200), (512 + 1) + (512 * 6 + 6)
     assert figures["impala_42_qr"]["params"] - figures["impala_42"]["params"] == qr_head - q_head
-    assert "| small_cnn, 42x42, float32, huber |" in (tmp_path / "n.md").read_text()
+    # IQN adds the fractions' embedding: cos(pi i tau) for i = 1..64, a dense layer onto the IMPALA torso's
+    # 6x6x32 features at 42x42 (three stride-2 pools: 42, 21, 11, 6), whatever the number of fractions
+    assert figures["impala_42_iqn8"]["params"] - figures["impala_42"]["params"] == 64 * 6 * 6 * 32 + 6 * 6 * 32
+    table = (tmp_path / "n.md").read_text()
+    assert "| small_cnn, 42x42, float32, huber |" in table
+    assert "| impala, 42x42, float32, implicit_quantile (8 fractions) |" in table

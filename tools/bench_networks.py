@@ -8,7 +8,8 @@ each in float32 and mixed bfloat16, and the IMPALA network on 84x84 and 42x42 fr
 bfloat16), timed in interleaved rounds (the median of the rounds' best slices, `bench_timing`). `*_xla` variants
 compile the update by XLA (`compute.update_jit_compile`, which the generic config sets for its MLP, and which an
 image env's CNN turns off by rule), beside the same network without it (96x96: CarRacing's frame side);
-`impala_42_qr*` use QR-DQN's loss (the Breakout sweep's T10).
+`impala_42_qr*` use QR-DQN's loss (the Breakout sweep's T10), `impala_42_iqn8*` IQN's at 8 fractions (T9, now
+`--preset iqn_impala_cpu`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ class Variant(NamedTuple):
     bf16: bool = False  # mixed bfloat16
     xla: bool = False  # the update compiled by XLA
     loss: str = "huber"  # learner.loss: quantile is QR-DQN's (200 quantiles), the Breakout sweep's T10
+    fractions: int = 0  # implicit_quantile: IQN's sampled fractions N = N' and midpoints K (T9: 8)
 
 
 VARIANTS = {
@@ -40,6 +42,8 @@ VARIANTS = {
     "impala_42_qr": Variant("impala", 42, loss="quantile"),
     "impala_42_qr_bf16": Variant("impala", 42, bf16=True, loss="quantile"),
     "impala_42_qr_xla": Variant("impala", 42, xla=True, loss="quantile"),
+    "impala_42_iqn8": Variant("impala", 42, loss="implicit_quantile", fractions=8),
+    "impala_42_iqn8_bf16": Variant("impala", 42, bf16=True, loss="implicit_quantile", fractions=8),
     "nature_84_xla": Variant("nature_cnn", 84, xla=True), "nature_96": Variant("nature_cnn", 96),
     "nature_96_xla": Variant("nature_cnn", 96, xla=True)}
 BATCH, ENVS, ACTIONS = 32, 4, 6
@@ -56,6 +60,12 @@ def build_parser() -> OneLineErrorParser:
     return parser
 
 
+def fractions(v: Variant) -> dict:
+    """IQN's fraction counts for a variant that sets them, as `--preset iqn_impala_cpu` does."""
+    keys = ("learner.num_tau_samples", "learner.num_tau_prime_samples", "learner.num_quantile_samples")
+    return dict.fromkeys(keys, v.fractions) if v.fractions else {}
+
+
 def measure(seconds: float, rounds: int, variants: list[str]) -> dict:
     from tfdqn import config as config_lib
     from tfdqn.agent.agent import make_agent
@@ -67,7 +77,7 @@ def measure(seconds: float, rounds: int, variants: list[str]) -> dict:
         side = v.side
         config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": v.kind, "env.screen_size": side,
                                                 "compute.mixed_precision": v.bf16, "compute.update_jit_compile": v.xla,
-                                                "learner.loss": v.loss}, "atari_cpu")
+                                                "learner.loss": v.loss, **fractions(v)}, "atari_cpu")
         agent = make_agent(config, (4, side, side), np.uint8, ACTIONS)
         frames = lambda n: rng.integers(0, 256, (n, 4, side, side), dtype=np.uint8)  # noqa: E731
         batch = (frames(BATCH), rng.integers(0, ACTIONS, BATCH).astype(np.int32),
@@ -95,7 +105,8 @@ def markdown_table(figures: dict) -> str:
     for name, f in figures.items():
         v = VARIANTS[name]
         precision = ("bfloat16" if v.bf16 else "float32") + (", XLA update" if v.xla else "")
-        lines.append(f"| {v.kind}, {v.side}x{v.side}, {precision}, {v.loss} | {f['update_ms']:.2f} | "
+        loss = v.loss + (f" ({v.fractions} fractions)" if v.fractions else "")
+        lines.append(f"| {v.kind}, {v.side}x{v.side}, {precision}, {loss} | {f['update_ms']:.2f} | "
                      f"{f['update_against_nature_84']:.2f} | {f['act_ms']:.2f} | {f['params']:,} |")
     return "\n".join(lines) + "\n"
 
