@@ -15,7 +15,8 @@ from tests.conftest import REPO
 def test_the_bench_times_every_network_and_frame_size(tmp_path):
     result = subprocess.run([sys.executable, "-m", "tools.bench_networks", "--seconds", "0.05", "--rounds", "1",
                              "--variants", "small_42", "small_42_bf16", "impala_42", "impala_42_qr",
-                             "impala_42_iqn8", "--out", str(tmp_path / "n.json"), "--table", str(tmp_path / "n.md")], cwd=REPO,
+                             "impala_42_iqn8", "--out", str(tmp_path / "n.json"), "--table", str(tmp_path / "n.md")],
+                            cwd=REPO,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr
     written = json.loads((tmp_path / "n.json").read_text())

@@ -80,8 +80,8 @@ def test_noisy_nets_explore_without_epsilon_unless_told_otherwise():
 def test_an_unknown_preset_and_a_shift_on_vector_observations_are_one_line_errors(tmp_path, run_cmd):
     result = run_cmd("tfdqn.train", "--env", "CartPole", "--preset", "dqn++", "--print-config")
     assert result.returncode == 2 and result.stderr.strip() == (
-        "python -m tfdqn.train: error: --preset 'dqn++' is not a preset; allowed: rainbow, der, drq_eps, munchausen, iqn, atari_cpu, "
-        "iqn_impala_cpu")
+        "python -m tfdqn.train: error: --preset 'dqn++' is not a preset; "
+        "allowed: rainbow, der, drq_eps, munchausen, iqn, atari_cpu, iqn_impala_cpu")
     result = run_cmd("tfdqn.train", *SMALL_CARTPOLE, "--preset", "drq_eps", "--set", "learner.augment_pad=4",
                      "--logdir", str(tmp_path), "--run-name", "r")
     error = result.stderr.strip().splitlines()
