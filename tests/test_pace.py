@@ -5,7 +5,7 @@ import tensorflow as tf
 
 from tfdqn import config as config_lib
 from tfdqn.agent.agent import make_agent
-from tfdqn.run.pace import fused_updates, measure_update_seconds
+from tfdqn.run.pace import Pace, fused_updates, measure_update_seconds
 
 
 def _checkpointed(agent, path) -> dict:
@@ -41,3 +41,44 @@ def test_timing_the_update_leaves_networks_noise_optimizer_counters_and_streams_
     moved = _checkpointed(agent, tmp_path / "moved")
     changed = {name.split("/")[0] for name in before if not np.array_equal(moved[name], before[name])}
     assert {"actor_rng", "learner_rng", "online", "target", "optimizer", "updates"} <= changed, changed
+
+
+def _pace(update_seconds: float | None) -> Pace:
+    config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
+        "run.learning_starts": 1000, "run.total_steps": 3000, "run.training_interval": 0.125})
+    return Pace(config.run, update_seconds, overlapped=False)
+
+
+def test_a_warm_up_over_before_the_line_is_due_has_it_said_as_learning_begins_from_the_warm_ups_rate():
+    # 1,000 warm-up steps in 2 s (500/s), under the 3 s of rate the line waits for. Learning at eight 1 ms
+    # updates per env step: 2 ms of acting and 8 of updates per env step, so 100/s and 20 s for 2,000 steps.
+    pace = _pace(0.001)
+    for now, env_steps in [(0.0, 0), (1.0, 500)]:
+        pace.observe(now, env_steps)
+        assert not pace.due_line(env_steps)
+    pace.observe(2.0, 1000)
+    assert pace.due_line(1000) and pace.seconds_left(1000) == 20
+    assert pace.line(1000) == ("time left: about 20 s for 2,000 env steps of learning at about 100/s, from the "
+                               "warm-up's 500/s: 8 updates of 1.0 ms per env step (periodic evaluations on top)")
+    pace.observe(3.0, 1100)
+    assert not pace.due_line(1100)
+
+
+def test_a_run_without_updates_says_its_learning_at_the_warm_ups_rate():
+    pace = _pace(None)
+    for now, env_steps in [(0.0, 0), (1.0, 500), (2.0, 1000)]:
+        pace.observe(now, env_steps)
+    assert pace.line(1000) == ("time left: about 4 s for 2,000 env steps of learning at about 500/s, from the "
+                               "warm-up's 500/s (periodic evaluations on top)")
+
+
+def test_a_warm_up_long_enough_says_the_line_once_during_it_and_not_again_as_learning_begins():
+    # 200/s: 5 ms of acting and 8 of updates per env step, so 77/s; 2 s of warm-up and 26 s of learning left.
+    pace = _pace(0.001)
+    for now, env_steps in [(0.0, 0), (1.0, 200), (2.0, 400), (3.0, 600)]:
+        pace.observe(now, env_steps)
+    assert pace.due_line(600)
+    assert pace.line(600) == ("time left: about 28 s for 2,400 env steps: 400 of warm-up at 200/s, then 2,000 "
+                              "learning at about 77/s: 8 updates of 1.0 ms per env step (periodic evaluations on top)")
+    pace.observe(5.0, 1000)
+    assert not pace.due_line(1000)

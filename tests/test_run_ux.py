@@ -171,7 +171,8 @@ def _check_time_left(bars: list[str], learning_starts: int, total: int) -> None:
 @pytest.mark.slow
 def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_and_ends_in_one_line(tmp_path):
     # One env and eight updates of 256 per env step: learning runs several times slower than the warm-up's acting.
-    # 20,000 warm-up steps outlast the 3 s the line waits for even at 4,000 steps/s (8,000 did not on a fast day).
+    # 20,000 warm-up steps outlast the 3 s the line waits for even at 4,000 steps/s, so it is the warm-up's line
+    # (a shorter warm-up has it said as learning begins, as tests/test_pace.py checks).
     result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "21000", "--learning-starts", "20000",
                         "--training-interval", "0.125", "--set", "run.num_envs=1", "--set", "replay.batch_size=256",
                         "--set", "run.log_every=100000",

@@ -5,7 +5,8 @@ time left read from its rate promises hours that learning turns into days. Befor
 run times its own compiled update on batches of zeros, between the act calls the loop makes meanwhile, and
 puts back every variable they wrote, so the run is the one it would have been. During the warm-up the time
 left counts the learning to come at the rate that cost implies beside the warm-up's measured one; once
-learning runs, its own measured rate (over the last minute) takes over. Periodic evaluations come on top.
+learning runs, its own measured rate (over the last minute) takes over. A warm-up over before the line is
+due (3 s of rate) has it said as learning begins, from the warm-up's rate. Periodic evaluations come on top.
 With the replay on the accelerator the host replay's update is timed: the in-graph one has nothing to
 sample before the replay holds a batch.
 """
@@ -155,29 +156,43 @@ class Pace:
         return (self._learning_starts - env_steps) / rate + \
             max(0, self._total - self._learning_starts) / self.learning_rate(rate)
 
-    def due_line(self, env_steps: int) -> bool:
-        """Whether to say the line now: not yet said, the rate measured long enough, steps still to go."""
-        return (not self.line_said and env_steps < self._total and self._window.span() >= LINE_AFTER_SECONDS
-                and bool(self._window.rate()))
+    def _warm_up_stands_in(self) -> bool:
+        """Learning has begun before its own rate spans LINE_AFTER_SECONDS and the warm-up's was measured: a
+        warm-up shorter than that ends before the line is due, so learning's rate is read from the warm-up's."""
+        return bool(self._learning and self._acting_rate and self._window.span() < LINE_AFTER_SECONDS)
 
-    def _update_cost(self) -> str:
+    def due_line(self, env_steps: int) -> bool:
+        """Whether to say the line now: not yet said, steps still to go, and the rate measured long enough or
+        the warm-up over before it was (then said at once, from the warm-up's rate)."""
+        if self.line_said or env_steps >= self._total:
+            return False
+        return self._warm_up_stands_in() or (self._window.span() >= LINE_AFTER_SECONDS and bool(self._window.rate()))
+
+    def _update_clause(self) -> str:
+        """What learning's rate adds to acting's ("" where the run makes no updates)."""
+        if self._update_seconds is None:
+            return ""
         ms = f"{self._update_seconds * 1e3:.1f} ms"
         if self._interval >= 1:
-            return f"one {ms} update per {self._interval:g} env steps"
-        return f"{1 / self._interval:g} updates of {ms} per env step"
+            return f": one {ms} update per {self._interval:g} env steps"
+        return f": {1 / self._interval:g} updates of {ms} per env step"
 
     def line(self, env_steps: int) -> str:
         """The expected length: the time left and what it is read from."""
         self.line_said = True
         rate, left = self._window.rate(), self.seconds_left(env_steps)
         steps_left = f"{max(0, self._total - env_steps):,} env steps"
+        if self._warm_up_stands_in():
+            rate = self.learning_rate(self._acting_rate)
+            return (f"time left: about {_duration(max(0, self._total - env_steps) / rate)} for {steps_left} of "
+                    f"learning at about {rate:,.0f}/s, from the warm-up's {self._acting_rate:,.0f}/s"
+                    f"{self._update_clause()} (periodic evaluations on top)")
         if self._learning:
             return f"time left: about {_duration(left)} for {steps_left} at {rate:,.0f}/s (periodic evaluations on top)"
         learning = ""
         if self._total > self._learning_starts:
-            cost = "" if self._update_seconds is None else f": {self._update_cost()}"
             learning = (f", then {self._total - self._learning_starts:,} learning at about "
-                        f"{self.learning_rate(rate):,.0f}/s{cost}")
+                        f"{self.learning_rate(rate):,.0f}/s{self._update_clause()}")
         return (f"time left: about {_duration(left)} for {steps_left}: "
                 f"{self._learning_starts - env_steps:,} of warm-up at {rate:,.0f}/s{learning} "
                 f"(periodic evaluations on top)")
