@@ -21,7 +21,7 @@ class Actor:
 
     def __init__(self, network: keras.Model, num_actions: int, exploration: ExplorationConfig,
                  observation_shape: tuple, observation_dtype, seed: int, jit_compile: bool = True,
-                 device: str | None = None, env_steps: tf.Variable | None = None, legal=None):
+                 device: str | None = None, env_steps: tf.Variable | None = None, legal=None, serial_rows: int = 0):
         self._network = network
         self._legal = legal  # frames -> [B, actions] bool, the legal actions (None: all are)
         self._num_actions = num_actions
@@ -40,8 +40,9 @@ class Actor:
         self.act_with_epsilon_function = tf.function(
             self._act_with_epsilon, jit_compile=jit_compile, autograph=False,
             input_signature=[observation, tf.TensorSpec([], tf.float32)])
-        self.act = FlatCall(self.act_function).trace()
-        self.act_with_epsilon = FlatCall(self.act_with_epsilon_function)
+        # Calls of up to `serial_rows` observations run on one intra-op thread (agent.serial_rows says why).
+        self.act = FlatCall(self.act_function, serial_rows=serial_rows).trace()
+        self.act_with_epsilon = FlatCall(self.act_with_epsilon_function, serial_rows=serial_rows)
 
     def epsilon(self) -> tf.Tensor:
         """The schedule's epsilon at the current env step (read by the logger)."""

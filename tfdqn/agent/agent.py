@@ -20,6 +20,7 @@ from tfdqn.agent.observation_encoder import legal_actions
 from tfdqn.config import ComputeConfig, DQNConfig, ExplorationConfig, LearnerConfig
 from tfdqn.envs.seeds import derive_seed
 from tfdqn.errors import UserError
+from tfdqn.telemetry.flops import forward_flops
 
 CPU = "/CPU:0"
 
@@ -113,11 +114,24 @@ def _acts_on_cpu(compute: ComputeConfig) -> bool:
     return compute.act_device == "cpu" or not tf.config.list_physical_devices("GPU")
 
 
+# A compiled act on a CPU of fewer FLOPs than this runs on one intra-op thread (`FlatCall`'s serial_rows):
+# here the Nature CNN's act at batch 1 (18.7 MFLOP) ran 1.25 times as many calls a second on one thread, at
+# batch 2 (37.4 MFLOP) 0.96 times, and the IMPALA network's at batch 1 (142 MFLOP) 0.81 times (docs/performance.md).
+SERIAL_ACT_FLOPS = 25e6
+
+
+def serial_rows(network: keras.Model, compiled_on_cpu: bool) -> int:
+    """The most rows an act call may have and still run on one intra-op thread (0: none)."""
+    return int(SERIAL_ACT_FLOPS // max(1, forward_flops(network, 1))) if compiled_on_cpu else 0
+
+
 def _actor(config: DQNConfig, exploration: ExplorationConfig, network: keras.Model, observation_shape: tuple,
            observation_dtype, num_actions: int, seed: int, on_cpu: bool, env_steps=None, layout=None) -> Actor:
+    act_on_cpu = on_cpu or _acts_on_cpu(config.compute)
+    compiled = act_uses_xla(config.compute, act_on_cpu)
     return Actor(network, num_actions, exploration, observation_shape, observation_dtype, seed=seed,
-                 jit_compile=act_uses_xla(config.compute, on_cpu or _acts_on_cpu(config.compute)),
-                 device=CPU if on_cpu else None, env_steps=env_steps, legal=legal_actions_of(config, layout))
+                 jit_compile=compiled, device=CPU if on_cpu else None, env_steps=env_steps,
+                 legal=legal_actions_of(config, layout), serial_rows=serial_rows(network, compiled and act_on_cpu))
 
 
 def make_acting_copy(config: DQNConfig, exploration: ExplorationConfig, observation_shape: tuple,

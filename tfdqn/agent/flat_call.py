@@ -22,7 +22,7 @@ import inspect
 import numpy as np
 import tensorflow as tf
 
-from tfdqn.agent import private_api
+from tfdqn.agent import intra_op, private_api
 
 try:  # private; used only where the fence allows it (`private_call_flat_ok`)
     from tensorflow.python.eager import context, record
@@ -117,15 +117,22 @@ class FlatCall:
     copy (the caller may reuse its array at once), and the graph runs through its function op directly, or
     through `_call_flat` (TensorFlow's own path under `ConcreteFunction.__call__`) where a gradient tape
     may be watching or a graph is being built; else through `tf.convert_to_tensor` and
-    `ConcreteFunction.__call__`. Tests pin the paths to the same results."""
+    `ConcreteFunction.__call__`. Tests pin the paths to the same results.
 
-    def __init__(self, function: tf.types.experimental.PolymorphicFunction, use_private: bool = True):
+    `serial_rows`: a call whose first argument has at most this many rows runs on one intra-op thread
+    (`intra_op`, where it is available): small enough that splitting it costs more than it saves."""
+
+    def __init__(self, function: tf.types.experimental.PolymorphicFunction, use_private: bool = True,
+                 serial_rows: int = 0):
         if function.input_signature is None:
             raise ValueError(f"{function.__name__} needs an input_signature to be called flat")
         self.function = function
         self._specs = function.input_signature
         self.private = use_private and private_call_flat_ok()
         self._run = self._run_flat if self.private else self._run_public
+        if serial_rows and not self._specs[0].shape.rank:
+            raise ValueError(f"{function.__name__}: serial_rows needs a first argument with rows")
+        self.serial_rows = serial_rows if serial_rows > 0 and intra_op.available() else 0
         self._numpy_dtypes = [spec.dtype.as_numpy_dtype if self.private else None for spec in self._specs]
 
     @functools.cached_property
@@ -166,4 +173,6 @@ class FlatCall:
                 raise ValueError(f"{self.function.__name__}: got {tensor.dtype.name} {tensor.shape.as_list()}, "
                                  f"allowed is {spec.dtype.name} {spec.shape.as_list()} (None: any size)")
             tensors.append(tensor)
+        if self.serial_rows and (rows := tensors[0].shape[0]) is not None and rows <= self.serial_rows:
+            return intra_op.on_one_thread(self._run, tensors)
         return self._run(tensors)
