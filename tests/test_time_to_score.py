@@ -74,6 +74,15 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     runs = json.loads((tmp_path / "bench.json").read_text())["runs"]
     assert sorted((r["target"], r["solved"], r["env_steps"]) for r in runs) == [(-21, True, 400), (21, False, 800)]
     assert len({r["config_hash"] for r in runs}) == 2 and len({r["run_dir"] for r in runs}) == 2
+    # A report for seed 0 alone still tables every seed of its recipe the record holds (here a seed 1 that an
+    # earlier invocation recorded), and none of the other recipe's.
+    record = json.loads((tmp_path / "bench.json").read_text())
+    record["runs"].append({**run, "seed": 1, "run_dir": str(run_dir.with_name(run_dir.name[:-1] + "1"))})
+    (tmp_path / "bench.json").write_text(json.dumps(record))
+    report = _bench(tmp_path, "--seeds", "0", "--target", "-21", "--total-steps", "4000", "--report-only")
+    assert report.returncode == 0, report.stderr
+    rows = [line for line in report.stdout.splitlines() if line.startswith("| Pong |")]
+    assert [row.split(" | ")[2:4] for row in rows] == [["0", "-21"], ["1", "-21"]], report.stdout
 
 
 def _group_alive(pgid: int) -> bool:

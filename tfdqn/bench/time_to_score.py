@@ -14,8 +14,9 @@ newest checkpoint and continues its curve.
 
 Writes: the record (`--out`: every run it has recorded, each with its config hash, resolved config, commit,
 solved, solve_env_steps, solve_wall_seconds, final_eval_return and the curve), a Markdown table of this
-recipe's runs, their curves against env steps and wall-clock (`--plot PREFIX`: PREFIX.png and PREFIX.svg, with the
-game's other recipes in the record dashed beside them, each labelled with its hash), and
+recipe's runs (every seed the record holds, also those of earlier invocations), their curves against env steps
+and wall-clock (`--plot PREFIX`: PREFIX.png and PREFIX.svg, with the game's other recipes in the record dashed
+beside them, each labelled with its hash), and
 (`--sweep-table`) every recipe of the game the record holds side by side, as a sweep's trials
 (`tfdqn.bench.sweep_table`). A trial given up early (stopped with SIGTERM) enters the record as it stands with
 `--record-stopped`, marked stopped, so every trial of a sweep can be checked; `--remove` takes it out to resume it.
@@ -193,8 +194,10 @@ def _main(args) -> int:
     code = sweep.settle(record, planned, entry, collect, where, args.report_only or args.record_stopped,
                         [run["run_seconds"] for run in record.of_recipe(recipe) if not run.get("stopped_by")],
                         stopped_too=args.record_stopped)
-    runs = sorted((run for run in record.of_recipe(recipe) if run["seed"] in args.seeds), key=lambda run: run["seed"])
-    if not runs:
+    # The table and curves give every seed of the recipe the record holds, not only this invocation's: a second
+    # seed run on its own leaves the first in the table.
+    runs = sorted(record.of_recipe(recipe), key=lambda run: run["seed"])
+    if not any(run["seed"] in args.seeds for run in runs):
         if code:
             return code
         raise UserError(f"no finished run of recipe {recipe} under {args.logdir} or in {args.out}; allowed: run "
