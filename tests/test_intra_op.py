@@ -58,7 +58,9 @@ def _q_function(network):
                        input_signature=[tf.TensorSpec([None, 4, 84, 84], tf.uint8)])
 
 
-# Run where TensorFlow's pool has its default threads (the suite's processes have one: tests/conftest.py).
+# Run where TensorFlow's pool has its default threads (the suite's processes have one: tests/conftest.py). It
+# builds its own network rather than import this module's helpers: that import would load tests/conftest.py,
+# whose TF_NUM_INTRAOP_THREADS=1 would make the pool one thread again.
 _MODES = """
 import json
 import numpy as np
