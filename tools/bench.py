@@ -53,6 +53,26 @@ def atari_config(**overrides):
     return config_lib.build_config([config_lib.CONFIG_DIR / "atari.yaml"], overrides)
 
 
+def noisy_actor_without_draws(observation):
+    """The noisy network's acting copy with every draw of noise replaced by a vector of ones scaled by a read of
+    its generator's state (so XLA cannot fold it): a noisy act's cost without its draws, the floor that any
+    cheaper draw of the same noise could approach. Traced inside the patch, on `observation`."""
+    from unittest import mock
+
+    import tensorflow as tf
+
+    from tfdqn.agent import noisy
+    from tfdqn.agent.agent import make_agent
+
+    def ones(n, generator, dtype):
+        return tf.ones((n,), dtype) * tf.cast(generator.next()[0] % 2 + 1, dtype)
+
+    with mock.patch.object(noisy, "_normal", ones):
+        agent = make_agent(atari_config(**{"network.noisy": True}), (4, 84, 84), np.uint8, 4)
+        agent.actor.act(observation)
+    return agent.actor
+
+
 def program_figures(seconds: float) -> dict:
     """Peak matmul, update variants and act, all in this process with TensorFlow."""
     from tfdqn.agent.agent import make_agent
@@ -82,6 +102,8 @@ def program_figures(seconds: float) -> dict:
     figures["act_per_sec_b1_noisy"], figures["act_per_sec_b8_noisy"] = act(noisy.actor, 1), act(noisy.actor, 8)
     for b in (1, 8):  # cost of a noisy call in plain calls: the noisy layers' extra work and their noise draws
         figures[f"act_noisy_cost_b{b}"] = figures[f"act_per_sec_b{b}"] / figures[f"act_per_sec_b{b}_noisy"]
+    figures["act_per_sec_b1_noisy_no_draws"] = act(noisy_actor_without_draws(batch[0][:1]), 1)
+    figures["act_noisy_cost_b1_no_draws"] = figures["act_per_sec_b1"] / figures["act_per_sec_b1_noisy_no_draws"]
     _, no_xla_act = agent(act_jit_compile=False)
     figures["act_per_sec_b1_no_xla"] = act(no_xla_act.actor, 1)
     _, xla = agent(update_jit_compile=True)
@@ -218,6 +240,8 @@ ROWS = [  # (key, label, peer key or keys: one line per peer measured)
     ("act_per_sec_b8", "act calls/s, batch 8", ("jax:act_per_sec_b8", "torch:act_per_sec_b8")),
     ("act_per_sec_b1_noisy", "act calls/s, batch 1, noisy layers", None),
     ("act_noisy_cost_b1", "  plain / noisy", None),
+    ("act_per_sec_b1_noisy_no_draws", "act calls/s, batch 1, noisy layers without their draws", None),
+    ("act_noisy_cost_b1_no_draws", "  plain / noisy without draws (the floor a cheaper draw could reach)", None),
     ("act_per_sec_b8_noisy", "act calls/s, batch 8, noisy layers", None),
     ("act_noisy_cost_b8", "  plain / noisy", None),
     ("act_per_sec_b1_bfloat16", "act calls/s, batch 1, bfloat16", "torch:act_per_sec_b1_bfloat16"),
