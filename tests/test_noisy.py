@@ -1,3 +1,7 @@
+import subprocess
+import sys
+import textwrap
+
 import keras
 import numpy as np
 import pytest
@@ -169,3 +173,26 @@ def test_a_compiled_batch_1_call_ends_each_product_in_its_bias_add():
     entry = hlo[hlo.index("\nENTRY"):]
     fused = [line for line in entry.splitlines() if "kind=kOutput" in line]
     assert len(fused) == 2 and " dot(" not in entry, entry
+
+
+def test_a_traced_update_through_a_noisy_relu_layer_passes_grappler_without_errors():
+    """Grappler's remapper once rewrote MatMul + BiasAdd + Add + Relu here into a graph TensorFlow's TFG
+    passes rejected, logged as "has an empty op name"; its log goes to the process's stderr."""
+    script = textwrap.dedent("""
+        import numpy as np, tensorflow as tf
+        from tfdqn.agent.noisy import NoisyDense
+        layer = NoisyDense(32, activation="relu", seed=1, noise_seed=2)
+        layer.build((None, 64))
+        x = tf.constant(np.ones((8, 64), np.float32))
+
+        @tf.function
+        def step():
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_sum(layer(x, training=True) ** 2)
+            return tape.gradient(loss, layer.trainable_variables)
+
+        print(float(step()[0].numpy().sum()))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "tfg_optimizer" not in done.stderr and "empty op name" not in done.stderr, done.stderr

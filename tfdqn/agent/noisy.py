@@ -70,16 +70,18 @@ class NoisyDense(keras.layers.Layer):
 
     def call(self, inputs, training=None):
         dtype = self.compute_dtype
-        x = keras.ops.add(matmul(inputs, tf.cast(self.kernel_mu, dtype)), tf.cast(self.bias_mu, dtype))
+        # tf.add, not keras.ops.add: Keras makes a bias add a BiasAdd, and Grappler's remapper then rewrites
+        # MatMul + BiasAdd + Add + Relu into a graph that TensorFlow 2.21's TFG passes reject (an error
+        # logged for every traced update). Under XLA the two are the same add.
+        x = tf.add(matmul(inputs, tf.cast(self.kernel_mu, dtype)), tf.cast(self.bias_mu, dtype))
         if training:
             p = self.kernel_mu.shape[0]
             f = _scale_noise(_normal(p + self.units, self.seed_generator, self.variable_dtype))  # eps_in, eps_out
             f_in, f_out = tf.cast(f[:p], dtype), tf.cast(f[p:], dtype)
             # The bias noise shares f(eps_out) with the product's: each product then ends in its bias add,
             # which XLA on CPU fuses into the product at batch 1 (docs/performance.md).
-            noisy = keras.ops.add(matmul(inputs * f_in, tf.cast(self.kernel_sigma, dtype)),
-                                  tf.cast(self.bias_sigma, dtype))
-            x = keras.ops.add(x, noisy * f_out)
+            noisy = tf.add(matmul(inputs * f_in, tf.cast(self.kernel_sigma, dtype)), tf.cast(self.bias_sigma, dtype))
+            x = tf.add(x, noisy * f_out)
         return self.activation(x)
 
     def compute_output_shape(self, input_shape):
