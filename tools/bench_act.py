@@ -1,5 +1,6 @@
 """Act calls/s at batch 1 and 8: tfdqn as its trainer acts and as its actor processes act, beside the JAX
-peer, each arm in a process of its own and the arms alternating round by round.
+peer and beside tfdqn's own network with noisy layers, each arm in a process of its own and the arms
+alternating round by round.
 
     python -m tools.bench_act [--rounds 3] [--seconds 2] [--batches 1 8] --out FILE.json [--table FILE.md]
 
@@ -9,10 +10,13 @@ Arms, in the order each round runs them:
   tfdqn_one_core  the acting copy an actor process builds, started as one is (`tfdqn.actors.worker`: one
                   intra-op and one inter-op thread), the process pinned to one core
   jax_one_core    the JAX peer's act, the process pinned to the same core
-So each tfdqn arm meets a JAX arm under the same limit on threads. Every figure is `calls_per_second`'s best
+  tfdqn_noisy, tfdqn_noisy_one_core
+                  the first and third arms with the noisy layers Rainbow acts with (`network.noisy`)
+So each tfdqn arm meets a JAX arm under the same limit on threads, and its noisy twin: plain / noisy is
+what a noisy call costs in plain calls. Every figure is `calls_per_second`'s best
 of five slices of an epsilon-greedy act (epsilon 0.05 for the peer; the Atari schedule's start for tfdqn),
 from a new NumPy observation each call, as a training loop hands it. The table gives the median over rounds
-and each round's ratio tfdqn / JAX, and the JSON every figure.
+and each round's ratio, tfdqn / JAX and plain / noisy, and the JSON every figure.
 """
 
 from __future__ import annotations
@@ -32,8 +36,9 @@ from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli
 from tfdqn.errors import RunFailure, UserError
 from tfdqn.provenance import provenance
 
-ARMS = ("tfdqn", "jax", "tfdqn_one_core", "jax_one_core")
-PAIRS = (("tfdqn", "jax"), ("tfdqn_one_core", "jax_one_core"))  # (tfdqn arm, the JAX arm with its thread limit)
+ARMS = ("tfdqn", "jax", "tfdqn_one_core", "jax_one_core", "tfdqn_noisy", "tfdqn_noisy_one_core")
+PAIRS = (("tfdqn", "jax"), ("tfdqn_one_core", "jax_one_core"),  # (tfdqn arm, the JAX arm with its thread limit)
+         ("tfdqn", "tfdqn_noisy"), ("tfdqn_one_core", "tfdqn_noisy_one_core"))  # (plain, noisy): a noisy call's cost
 NUM_ACTIONS = 4  # Breakout's
 
 
@@ -55,9 +60,9 @@ def _rate(act, batch: int, seconds: float) -> float:
     return calls_per_second(call, seconds)
 
 
-def _tfdqn_act(one_core: bool):
+def _tfdqn_act(one_core: bool, noisy: bool):
     """The trainer's act, or (`one_core`) the acting copy an actor worker builds after starting TensorFlow
-    as one does."""
+    as one does; with `noisy`, of the network with noisy layers."""
     from tfdqn.agent.agent import make_acting_copy, make_agent
     from tools.bench import atari_config
 
@@ -67,7 +72,7 @@ def _tfdqn_act(one_core: bool):
     else:
         from tfdqn.cli import start_tensorflow
         start_tensorflow()
-    config = atari_config()
+    config = atari_config(**({"network.noisy": True} if noisy else {}))
     if one_core:
         _, actor = make_acting_copy(config, config.exploration, (4, 84, 84), np.uint8, NUM_ACTIONS, seed=0)
     else:
@@ -87,7 +92,7 @@ def run_arm(arm: str, batches: list[int], seconds: float) -> dict:
     """One arm's act calls/s per batch size, in this process (pinned first where the arm says one core)."""
     if arm.endswith("_one_core"):
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # before TensorFlow or jax counts the cores
-    act = _jax_act() if arm.startswith("jax") else _tfdqn_act(arm.endswith("_one_core"))
+    act = _jax_act() if arm.startswith("jax") else _tfdqn_act(arm.endswith("_one_core"), "_noisy" in arm)
     return {"cores": len(os.sched_getaffinity(0)), **{str(b): _rate(act, b, seconds) for b in batches}}
 
 
@@ -101,7 +106,8 @@ def _arm_in_child(arm: str, batches: list[int], seconds: float) -> dict:
 
 
 def summarize(rounds: list[dict], batches: list[int]) -> dict:
-    """Medians over rounds per arm and batch, and tfdqn / JAX per pair, batch and round."""
+    """Medians over rounds per arm and batch, and the first arm's calls/s over the second's per pair, batch and
+    round."""
     medians = {arm: {str(b): statistics.median(r[arm][str(b)] for r in rounds) for b in batches} for arm in ARMS}
     ratios = {f"{mine}/{theirs}": {str(b): [r[mine][str(b)] / r[theirs][str(b)] for r in rounds] for b in batches}
               for mine, theirs in PAIRS}
@@ -110,7 +116,7 @@ def summarize(rounds: list[dict], batches: list[int]) -> dict:
 
 def table(results: dict) -> str:
     batches, summary = results["batches"], results["summary"]
-    lines = ["| batch | tfdqn arm | calls/s | JAX arm | calls/s | tfdqn / JAX, median | per round |",
+    lines = ["| batch | arm | calls/s | against | calls/s | ratio, median | per round |",
              "|---:|---|---:|---|---:|---:|---|"]
     for b in map(str, batches):
         for mine, theirs in PAIRS:
@@ -123,7 +129,7 @@ def table(results: dict) -> str:
 
 def build_parser() -> OneLineErrorParser:
     parser = OneLineErrorParser(prog="python -m tools.bench_act", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=number(int), default=3, help="rounds of all four arms (default 3)")
+    parser.add_argument("--rounds", type=number(int), default=3, help="rounds of all six arms (default 3)")
     parser.add_argument("--seconds", type=number(float), default=2.0, help="seconds per timing (default 2)")
     parser.add_argument("--batches", type=number(int), nargs="+", default=[1, 8], help="batch sizes (default 1 8)")
     parser.add_argument("--out", help="JSON file of every figure")
