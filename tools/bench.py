@@ -54,9 +54,9 @@ def atari_config(**overrides):
 
 
 def noisy_actor_without_draws(observation):
-    """The noisy network's acting copy with every draw of noise replaced by a vector of ones scaled by a read of
-    its generator's state (so XLA cannot fold it): a noisy act's cost without its draws, the floor that any
-    cheaper draw of the same noise could approach. Traced inside the patch, on `observation`."""
+    """The trainer's actor of the noisy network with every draw of noise replaced by a vector of ones scaled by
+    a read of its generator's state (so XLA cannot fold it): a noisy act's cost without its draws, the floor
+    that any cheaper draw of the same noise could approach. Traced inside the patch, on `observation`."""
     from unittest import mock
 
     import tensorflow as tf
