@@ -180,13 +180,13 @@ class Pace:
     def line(self, env_steps: int) -> str:
         """The expected length: the time left and what it is read from."""
         self.line_said = True
-        rate, left = self._window.rate(), self.seconds_left(env_steps)
         steps_left = f"{max(0, self._total - env_steps):,} env steps"
         if self._warm_up_stands_in():
             rate = self.learning_rate(self._acting_rate)
             return (f"time left: about {_duration(max(0, self._total - env_steps) / rate)} for {steps_left} of "
                     f"learning at about {rate:,.0f}/s, from the warm-up's {self._acting_rate:,.0f}/s"
                     f"{self._update_clause()} (periodic evaluations on top)")
+        rate, left = self._window.rate(), self.seconds_left(env_steps)
         if self._learning:
             return f"time left: about {_duration(left)} for {steps_left} at {rate:,.0f}/s (periodic evaluations on top)"
         learning = ""
