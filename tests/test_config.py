@@ -61,6 +61,14 @@ def test_set_values_are_typed_by_their_field():
     ({"learner.v_min": 5.0, "learner.v_max": 5.0}, "learner.v_max = 5.0 is out of range; allowed: a number > learner.v_min"),
     ({"learner.num_atoms": 1}, "learner.num_atoms = 1"),
     ({"network.noisy_sigma0": 0}, "network.noisy_sigma0 = 0"),
+    ({"network.noise_refresh": "step"}, "network.noise_refresh = 'step' is out of range; allowed: call, update"),
+    ({"network.noise_refresh": "update"}, "network.noise_refresh = 'update' with network.noisy = False: held noise"),
+    ({"network.noisy": True, "network.noise_refresh": "update", "actors.kind": "process"},
+     "network.noise_refresh = 'update' with actors.kind = 'process': held noise belongs to the noisy network that the "
+     "learner updates and the trainer acts with; allowed: network.noise_refresh = 'call', or network.noisy = True with "
+     "actors.kind = 'inline' and compute.act_device = 'auto'"),
+    ({"network.noisy": True, "network.noise_refresh": "update", "compute.act_device": "cpu"},
+     "network.noise_refresh = 'update' with compute.act_device = 'cpu'"),
     ({"learner.learning_rate_end": -1e-4}, "learner.learning_rate_end = -0.0001 is out of range; allowed: a number >= 0"),
     ({"learner.learning_rate_decay_updates": -1}, "learner.learning_rate_decay_updates = -1"),
     ({"actors.count": 0}, "actors.count = 0"),

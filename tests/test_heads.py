@@ -8,6 +8,7 @@ import tensorflow as tf
 
 from tests.test_losses import np_projection, np_quantile_loss, np_softmax
 from tfdqn import config as config_lib
+from tfdqn.agent import noisy
 from tfdqn.agent.agent import make_agent
 from tfdqn.agent.heads import HeadSpec, distribution_model
 from tfdqn.agent.networks import make_network
@@ -120,6 +121,30 @@ def test_noisy_acting_draws_noise_in_the_act_graph_and_evaluation_acts_on_the_me
     np.testing.assert_array_equal(greedy[0], greedy[1])
     np.testing.assert_array_equal(greedy[0], np.argmax(agent.online(observation).numpy(), axis=1))
     assert all((a == b).all() for a, b in zip(after, _noise_states(agent.online)))  # evaluation draws no noise
+    assert agent.actor.act_function.experimental_get_tracing_count() == 1
+
+
+def test_held_noise_acts_alike_until_an_update_redraws_it_from_the_seeded_stream():
+    """network.noise_refresh: update: the online network holds its acting noise (target holds none); act calls
+    draw nothing and agree until an update redraws it, the same way for the same seed."""
+    config = config_lib.resolve_config([], {"env.id": "CartPole", "network.noisy": True,
+                                            "network.noise_refresh": "update"})
+    agent, again = (make_agent(config, (4,), np.float32, 2) for _ in range(2))
+    assert len(noisy.holding_layers(agent.online)) == 2 and noisy.holding_layers(agent.target) == []
+    observation = np.random.default_rng(5).normal(size=(512, 4)).astype(np.float32)
+    states = _noise_states(agent.online)
+    acted = [agent.actor.act(observation).numpy() for _ in range(2)]
+    np.testing.assert_array_equal(acted[0], acted[1])
+    assert all((a == b).all() for a, b in zip(states, _noise_states(agent.online)))  # the act graph drew nothing
+    rng = np.random.default_rng(6)
+    batch = (rng.normal(size=(32, 4)).astype(np.float32), rng.integers(0, 2, 32).astype(np.int32),
+             np.ones(32, np.float32), np.ones(32, np.float32), rng.normal(size=(32, 4)).astype(np.float32),
+             np.ones(32, np.float32))
+    for each in (agent, again):
+        each.learner.update(*batch)
+    after = agent.actor.act(observation).numpy()
+    assert (after != acted[0]).any()
+    np.testing.assert_array_equal(after, again.actor.act(observation).numpy())
     assert agent.actor.act_function.experimental_get_tracing_count() == 1
 
 

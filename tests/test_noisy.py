@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from tfdqn.agent.noisy import NoisyDense
+from tfdqn.agent.noisy import NoisyDense, acting_noise
 
 P, Q = 6, 4
 
@@ -71,6 +71,51 @@ def test_graph_draws_fresh_noise_per_call_without_retracing(jit_compile):
     np.testing.assert_allclose(outputs[-1][2], expected, rtol=1e-5, atol=1e-6)
 
 
+def _noisy_matrix_output(layer, x, f_in, f_out):
+    """The layer's output in NumPy (float64) for noise f(eps_in), f(eps_out), through the noisy matrix."""
+    mu, sigma = layer.kernel_mu.numpy().astype(np.float64), layer.kernel_sigma.numpy().astype(np.float64)
+    return (x.numpy().astype(np.float64) @ (mu + sigma * np.outer(f_in, f_out)) + layer.bias_mu.numpy()
+            + layer.bias_sigma.numpy() * f_out)
+
+
+@pytest.mark.parametrize("jit_compile", [False, True])
+def test_a_graph_traced_to_act_reads_the_held_noise_until_it_is_redrawn(jit_compile):
+    """hold_acting_noise: the layer's first draw is held; a graph traced inside acting_noise() computes with it
+    (the noisy matrix of that draw, in NumPy) and draws nothing; redraw_acting_noise holds the stream's next
+    draw; other graphs still draw on every call."""
+    layer, x, traces = _layer(hold_acting_noise=True), _inputs(), []
+
+    @tf.function(jit_compile=jit_compile, autograph=False)
+    def act(x):
+        traces.append(1)
+        with acting_noise():
+            return layer(x, training=True)
+
+    f_in, f_out = _draws()
+    state = layer.seed_generator.state.numpy().copy()
+    first, second = act(x).numpy(), act(x).numpy()
+    np.testing.assert_array_equal(first, second)
+    np.testing.assert_array_equal(layer.seed_generator.state.numpy(), state)  # acting drew nothing
+    np.testing.assert_allclose(first, _noisy_matrix_output(layer, x, f_in, f_out), rtol=1e-5, atol=1e-6)
+    layer.redraw_acting_noise()
+    held = layer.acting_noise.numpy().astype(np.float64)
+    redrawn = act(x).numpy()
+    assert not np.allclose(redrawn, first) and len(traces) == 1
+    np.testing.assert_allclose(redrawn, _noisy_matrix_output(layer, x, held[:P], held[P:]), rtol=1e-5, atol=1e-6)
+    assert not np.allclose(layer(x, training=True), layer(x, training=True))  # outside acting_noise: per call
+
+
+def test_held_noise_is_checkpointed_but_not_a_weight(tmp_path):
+    model = keras.Sequential([keras.Input((P,)), NoisyDense(Q, noise_seed=2, hold_acting_noise=True)])
+    layer = model.layers[0]
+    assert len(model.weights) == 4 and all(layer.acting_noise is not w for w in model.weights)
+    path = tf.train.Checkpoint(online=model).write(str(tmp_path / "ckpt"))
+    saved = layer.acting_noise.numpy().copy()
+    layer.redraw_acting_noise()
+    tf.train.Checkpoint(online=model).read(path).assert_consumed()
+    np.testing.assert_array_equal(layer.acting_noise.numpy(), saved)
+
+
 def test_noise_is_factorised():
     layer = _layer()
     for var, value in ((layer.kernel_mu, 0.0), (layer.bias_mu, 0.0), (layer.kernel_sigma, 1.0), (layer.bias_sigma, 1.0)):
@@ -107,11 +152,13 @@ def test_noise_state_is_a_variable_but_not_a_weight_and_is_checkpointed(tmp_path
 
 
 def test_config_round_trips():
-    layer = NoisyDense(Q, activation="relu", sigma0=0.3, seed=4, noise_seed=5, name="noisy", dtype="mixed_bfloat16")
+    layer = NoisyDense(Q, activation="relu", sigma0=0.3, seed=4, noise_seed=5, name="noisy", dtype="mixed_bfloat16",
+                       hold_acting_noise=True)
     for copy in (NoisyDense.from_config(layer.get_config()), keras.layers.deserialize(keras.layers.serialize(layer))):
         assert isinstance(copy, NoisyDense)
         assert copy.get_config() == layer.get_config()
         assert (copy.units, copy.sigma0, copy.seed, copy.noise_seed, copy.name) == (Q, 0.3, 4, 5, "noisy")
+        assert copy.hold_acting_noise is True
         assert copy.activation is keras.activations.relu and copy.dtype_policy.name == "mixed_bfloat16"
 
 

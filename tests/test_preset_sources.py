@@ -40,7 +40,8 @@ SOURCES = {
                 "exploration.epsilon_decay_steps": 5_000, "exploration.epsilon_delay_steps": 1_600},
     "der": {**ATARI_100K, "replay.sampler": "prioritized", "replay.priority_exponent": 0.5,
             "replay.priority_epsilon": 1e-10, "replay.importance_exponent": 0.5, "replay.importance_exponent_end": 0.5,
-            "network.noisy": True, "network.noisy_sigma0": 0.1, "learner.target_update_period": 2_000,
+            "network.noisy": True, "network.noisy_sigma0": 0.1, "network.noise_refresh": "call",
+            "learner.target_update_period": 2_000,
             "learner.target_update_phase": 1_600,
             "learner.loss": "categorical", "learner.num_atoms": 51, "learner.v_min": -10.0, "learner.v_max": 10.0,
             "learner.augment_pad": 0, "learner.augment_intensity": 0.0,
@@ -113,6 +114,7 @@ DIFFERENT = {
 _DISTRIBUTIONAL = {"learner.num_atoms": "huber loss", "learner.v_min": "huber loss", "learner.v_max": "huber loss"}
 _PRIORITIES = {key: "uniform sampling" for key in ("replay.priority_exponent", "replay.priority_epsilon",
                                                       "replay.importance_exponent", "replay.importance_exponent_end")}
+_NO_NOISY_LAYERS = {"network.noisy_sigma0": "no noisy layers", "network.noise_refresh": "no noisy layers"}
 _NO_PERIODIC_EVALUATION = {"run.eval_episodes": "run.eval_every = 0", "run.target_return": "run.eval_every = 0"}
 _EPSILON_ZERO = {"exploration.epsilon_decay_steps": "epsilon 0 throughout",
                  "exploration.epsilon_delay_steps": "epsilon 0 throughout"}
@@ -123,18 +125,19 @@ _COMMON_UNUSED = {"network.hidden_sizes": "mlp only", "learner.num_quantiles": "
                   **{f"learner.munchausen_{key}": "no Munchausen target" for key in ("tau", "alpha", "clip")}}
 UNUSED = {
     "drq_eps": {**_COMMON_UNUSED, **_DISTRIBUTIONAL, **_PRIORITIES, **_NO_PERIODIC_EVALUATION,
-                "network.noisy_sigma0": "no noisy layers"},
+                **_NO_NOISY_LAYERS},
     "der": {**_COMMON_UNUSED, **_NO_PERIODIC_EVALUATION, **_EPSILON_ZERO, "learner.huber_delta": "categorical loss"},
     "rainbow": {**_COMMON_UNUSED, **_EPSILON_ZERO, "learner.huber_delta": "categorical loss"},
     "munchausen": {**{k: v for k, v in _COMMON_UNUSED.items() if not k.startswith("learner.munchausen")},
-                   **_DISTRIBUTIONAL, **_PRIORITIES, "network.noisy_sigma0": "no noisy layers",
+                   **_DISTRIBUTIONAL, **_PRIORITIES, **_NO_NOISY_LAYERS,
                    "learner.double_dqn": "the soft target takes no next action"},
     "iqn": {**{k: v for k, v in _COMMON_UNUSED.items() if k not in _IQN_KEYS}, **_DISTRIBUTIONAL, **_PRIORITIES,
-            "network.noisy_sigma0": "no noisy layers", "learner.huber_delta": "the quantile Huber loss's kappa is 1"},
+            **_NO_NOISY_LAYERS, "learner.huber_delta": "the quantile Huber loss's kappa is 1"},
 }
 # Keys the source leaves open, and tfdqn's choice.
-UNSTATED = {"drq_eps": {}, "der": {}, "rainbow": {"replay.priority_epsilon": "1e-6, so no priority is 0"},
-            "munchausen": {}, "iqn": {}}
+UNSTATED = {"drq_eps": {}, "der": {}, "munchausen": {}, "iqn": {},
+            "rainbow": {"replay.priority_epsilon": "1e-6, so no priority is 0",
+                        "network.noise_refresh": "call, as Dopamine; Fortunato et al. 2018 draw after every update"}}
 
 
 @pytest.mark.parametrize("preset", ["rainbow", "der", "drq_eps", "munchausen", "iqn"])

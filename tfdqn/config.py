@@ -111,10 +111,14 @@ class NetworkConfig:
                                     "as Dopamine's ImpalaDQNNetwork: 84x84 or 42x42 frames)")
     hidden_sizes: tuple = _field((256, 256), "mlp: units per hidden layer")
     dueling: bool = _field(False, "dueling head: Q = V + A - mean(A), value and advantage streams (Wang et al. 2016)")
-    noisy: bool = _field(False, "noisy linear layers after the body, factorised Gaussian noise drawn per call "
-                                "(Fortunato et al. 2018); exploration epsilon then defaults to 0")
+    noisy: bool = _field(False, "noisy linear layers after the body, factorised Gaussian noise (Fortunato et al. "
+                                "2018; when acting draws it: noise_refresh); exploration epsilon then defaults to 0")
     noisy_sigma0: float = _field(0.5, "noisy: initial noise scale sigma0 / sqrt(inputs) (Fortunato et al. 2018: 0.5; "
                                       "data-efficient Rainbow, van Hasselt et al. 2019: 0.1)")
+    noise_refresh: str = _field("call", "noisy: when acting draws its noise: call (every act call, as Dopamine's "
+                                        "agents) or update (once after every update, held in between, as Fortunato "
+                                        "et al. 2018 section 3.1; the act call then draws nothing); updates draw on "
+                                        "every call either way")
     conv_padding: str = _field("valid", "nature_cnn: convolution padding, valid (Mnih et al. 2015: a 7x7x64 map from "
                                         "84x84 frames) or same (Dopamine's Atari-100k network: 11x11x64)")
 
@@ -485,8 +489,8 @@ def build_config(files: list, overrides: dict, sources: dict | None = None) -> D
     return _build([*layers, {key: (raw, "--set or a flag") for key, raw in overrides.items()}], sources)
 
 
-def _build(layers: list[dict], sources: dict | None = None) -> DQNConfig:
-    """Defaults, then each layer (key -> (raw value, origin)) in order; validated once."""
+def _build(layers: list[dict], sources: dict | None = None, check: bool = True) -> DQNConfig:
+    """Defaults, then each layer (key -> (raw value, origin)) in order; validated once (unless not `check`)."""
     values = {s.name: {f.name: getattr(getattr(DQNConfig(), s.name), f.name)
                        for f in dataclasses.fields(_section_type(s.name))}
               for s in dataclasses.fields(DQNConfig)}
@@ -496,7 +500,8 @@ def _build(layers: list[dict], sources: dict | None = None) -> DQNConfig:
             if sources is not None:
                 sources["env.kwargs" if key.startswith(ENV_KWARG) else RENAMED.get(key, key)] = origin
     config = DQNConfig(**{name: _section_type(name)(**fields) for name, fields in values.items()})
-    validate(config)
+    if check:
+        validate(config)
     return config
 
 
@@ -621,6 +626,9 @@ def _validate_family(c: DQNConfig) -> None:
         _check(0.0 <= getattr(r, key) <= 1.0, f"replay.{key}", getattr(r, key), "a number in [0, 1]")
     _check(r.priority_epsilon > 0, "replay.priority_epsilon", r.priority_epsilon, "a number > 0")
     _check(n.noisy_sigma0 > 0, "network.noisy_sigma0", n.noisy_sigma0, "a number > 0")
+    _check(n.noise_refresh in ("call", "update"), "network.noise_refresh", n.noise_refresh, "call, update")
+    if n.noise_refresh == "update":
+        _check_held_noise(c)
     _check(l.loss in LOSSES, "learner.loss", l.loss, ", ".join(LOSSES))
     _check(l.num_atoms >= 2, "learner.num_atoms", l.num_atoms, "an integer >= 2")
     _check(l.v_max > l.v_min, "learner.v_max", l.v_max, f"a number > learner.v_min = {l.v_min}")
@@ -632,6 +640,18 @@ def _validate_family(c: DQNConfig) -> None:
         raise UserError(f"config key learner.munchausen = True with learner.loss = {l.loss!r}: Munchausen's soft "
                         f"target is built here for the Huber loss (M-DQN) and IQN's (M-IQN); allowed: learner.loss = "
                         f"{' or '.join(MUNCHAUSEN_LOSSES)}, or learner.munchausen = False")
+
+
+def _check_held_noise(c: DQNConfig) -> None:
+    """`network.noise_refresh: update` holds the noise of the network the learner updates: the trainer must act
+    with that network itself, not with a copy (an acting copy, actor processes or Ray actors)."""
+    copy = ("network.noisy = False" if not c.network.noisy else
+            f"actors.kind = {c.actors.kind!r}" if c.actors.kind != "inline" else
+            "compute.act_device = 'cpu'" if c.compute.act_device == "cpu" else None)
+    if copy is not None:
+        raise UserError(f"config key network.noise_refresh = 'update' with {copy}: held noise belongs to the noisy "
+                        "network that the learner updates and the trainer acts with; allowed: network.noise_refresh = "
+                        "'call', or network.noisy = True with actors.kind = 'inline' and compute.act_device = 'auto'")
 
 
 LOSSES = ("huber", "categorical", "quantile", "implicit_quantile")
@@ -720,7 +740,7 @@ def resolve_config(files: list, overrides: dict, preset: str | None = None, sour
     paths = given or [default_config_file(str(overrides.get("env.id") or DQNConfig().env.id))]
     files_layers = [{key: (raw, f"file {path.name}") for key, raw in read_yaml(path).items()} for path in paths]
     set_layer = {key: (raw, SET) for key, raw in overrides.items()}
-    env_id = _build([*files_layers, set_layer]).env.id
+    env_id = _build([*files_layers, set_layer], check=False).env.id  # a rule across keys may need the preset's
     preset_layer = preset_settings(preset, is_atari_name(env_id)) if preset else {}
     layers = [*files_layers, preset_layer, set_layer]
     # The user's own keys: --set, the flags and the files given (their own keys, not those they extend).

@@ -332,6 +332,8 @@ PRESETS = {
                     "network.noisy": _gin("DER.gin", _DER_LINES, "JaxFullRainbowAgent.noisy", True),
                     "network.noisy_sigma0": Cited(0.1, "jax/networks.py:504 NoisyNetwork sigma 0.1 / sqrt(fan_in); "
                                                        "van Hasselt et al. 2019, noisy nets parameter 0.1"),
+                    "network.noise_refresh": Cited("call", "jax/agents/full_rainbow/full_rainbow_agent.py:86-90 "
+                                                           "select_action splits a new key for the network per call"),
                     "learner.double_dqn": _gin("DER.gin", _DER_LINES, "JaxFullRainbowAgent.double_dqn", True),
                     "replay.sampler": _gin("DER.gin", _DER_LINES, "JaxFullRainbowAgent.replay_scheme", "prioritized"),
                     "replay.priority_exponent": Cited(0.5, _PRIORITIES),

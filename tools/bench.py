@@ -104,6 +104,10 @@ def program_figures(seconds: float) -> dict:
         figures[f"act_noisy_cost_b{b}"] = figures[f"act_per_sec_b{b}"] / figures[f"act_per_sec_b{b}_noisy"]
     figures["act_per_sec_b1_noisy_no_draws"] = act(noisy_actor_without_draws(batch[0][:1]), 1)
     figures["act_noisy_cost_b1_no_draws"] = figures["act_per_sec_b1"] / figures["act_per_sec_b1_noisy_no_draws"]
+    held_config = atari_config(**{"network.noisy": True, "network.noise_refresh": "update"})
+    held = make_agent(held_config, (4, 84, 84), np.uint8, 4)
+    figures["act_per_sec_b1_noisy_held"] = act(held.actor, 1)  # noise drawn after each update, read by act
+    figures["act_noisy_cost_b1_held"] = figures["act_per_sec_b1"] / figures["act_per_sec_b1_noisy_held"]
     _, no_xla_act = agent(act_jit_compile=False)
     figures["act_per_sec_b1_no_xla"] = act(no_xla_act.actor, 1)
     _, xla = agent(update_jit_compile=True)
@@ -242,6 +246,8 @@ ROWS = [  # (key, label, peer key or keys: one line per peer measured)
     ("act_noisy_cost_b1", "  plain / noisy", None),
     ("act_per_sec_b1_noisy_no_draws", "act calls/s, batch 1, noisy layers without their draws", None),
     ("act_noisy_cost_b1_no_draws", "  plain / noisy without draws (the floor a cheaper draw could reach)", None),
+    ("act_per_sec_b1_noisy_held", "act calls/s, batch 1, noisy layers, noise held between updates", None),
+    ("act_noisy_cost_b1_held", "  plain / noisy, noise held (network.noise_refresh: update)", None),
     ("act_per_sec_b8_noisy", "act calls/s, batch 8, noisy layers", None),
     ("act_noisy_cost_b8", "  plain / noisy", None),
     ("act_per_sec_b1_bfloat16", "act calls/s, batch 1, bfloat16", "torch:act_per_sec_b1_bfloat16"),

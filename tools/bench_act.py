@@ -12,7 +12,10 @@ Arms, in the order each round runs them:
   jax_one_core    the JAX peer's act, the process pinned to the same core
   tfdqn_noisy, tfdqn_noisy_one_core
                   the first and third arms with the noisy layers Rainbow acts with (`network.noisy`)
-So each tfdqn arm meets a JAX arm under the same limit on threads, and its noisy twin: plain / noisy is
+  tfdqn_noisy_held
+                  the first arm's noisy twin holding its acting noise between updates
+                  (`network.noise_refresh: update`): its act call reads the noise instead of drawing it
+So each tfdqn arm meets a JAX arm under the same limit on threads, and its noisy twins: plain / noisy is
 what a noisy call costs in plain calls. Every figure is `calls_per_second`'s best
 of five slices of an epsilon-greedy act (epsilon 0.05 for the peer; the Atari schedule's start for tfdqn),
 from a new NumPy observation each call, as a training loop hands it. The table gives the median over rounds
@@ -36,9 +39,13 @@ from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli
 from tfdqn.errors import RunFailure, UserError
 from tfdqn.provenance import provenance
 
-ARMS = ("tfdqn", "jax", "tfdqn_one_core", "jax_one_core", "tfdqn_noisy", "tfdqn_noisy_one_core")
+ARMS = ("tfdqn", "jax", "tfdqn_one_core", "jax_one_core", "tfdqn_noisy", "tfdqn_noisy_one_core", "tfdqn_noisy_held")
 PAIRS = (("tfdqn", "jax"), ("tfdqn_one_core", "jax_one_core"),  # (tfdqn arm, the JAX arm with its thread limit)
-         ("tfdqn", "tfdqn_noisy"), ("tfdqn_one_core", "tfdqn_noisy_one_core"))  # (plain, noisy): a noisy call's cost
+         ("tfdqn", "tfdqn_noisy"), ("tfdqn_one_core", "tfdqn_noisy_one_core"),  # (plain, noisy): a noisy call's cost
+         ("tfdqn", "tfdqn_noisy_held"))
+NOISY = {"network.noisy": True}
+SETTINGS = {"tfdqn_noisy": NOISY, "tfdqn_noisy_one_core": NOISY,  # each tfdqn arm's config keys beyond atari.yaml
+            "tfdqn_noisy_held": {**NOISY, "network.noise_refresh": "update"}}
 NUM_ACTIONS = 4  # Breakout's
 
 
@@ -60,9 +67,9 @@ def _rate(act, batch: int, seconds: float) -> float:
     return calls_per_second(call, seconds)
 
 
-def _tfdqn_act(one_core: bool, noisy: bool):
+def _tfdqn_act(one_core: bool, settings: dict):
     """The trainer's act, or (`one_core`) the acting copy an actor worker builds after starting TensorFlow
-    as one does; with `noisy`, of the network with noisy layers."""
+    as one does, of atari.yaml's network with the config keys `settings`."""
     from tfdqn.agent.agent import make_acting_copy, make_agent
     from tools.bench import atari_config
 
@@ -72,7 +79,7 @@ def _tfdqn_act(one_core: bool, noisy: bool):
     else:
         from tfdqn.cli import start_tensorflow
         start_tensorflow()
-    config = atari_config(**({"network.noisy": True} if noisy else {}))
+    config = atari_config(**settings)
     if one_core:
         _, actor = make_acting_copy(config, config.exploration, (4, 84, 84), np.uint8, NUM_ACTIONS, seed=0)
     else:
@@ -92,7 +99,7 @@ def run_arm(arm: str, batches: list[int], seconds: float) -> dict:
     """One arm's act calls/s per batch size, in this process (pinned first where the arm says one core)."""
     if arm.endswith("_one_core"):
         os.sched_setaffinity(0, {max(os.sched_getaffinity(0))})  # before TensorFlow or jax counts the cores
-    act = _jax_act() if arm.startswith("jax") else _tfdqn_act(arm.endswith("_one_core"), "_noisy" in arm)
+    act = _jax_act() if arm.startswith("jax") else _tfdqn_act(arm.endswith("_one_core"), SETTINGS.get(arm, {}))
     return {"cores": len(os.sched_getaffinity(0)), **{str(b): _rate(act, b, seconds) for b in batches}}
 
 
@@ -129,7 +136,7 @@ def table(results: dict) -> str:
 
 def build_parser() -> OneLineErrorParser:
     parser = OneLineErrorParser(prog="python -m tools.bench_act", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=number(int), default=3, help="rounds of all six arms (default 3)")
+    parser.add_argument("--rounds", type=number(int), default=3, help="rounds of all the arms (default 3)")
     parser.add_argument("--seconds", type=number(float), default=2.0, help="seconds per timing (default 2)")
     parser.add_argument("--batches", type=number(int), nargs="+", default=[1, 8], help="batch sizes (default 1 8)")
     parser.add_argument("--out", help="JSON file of every figure")

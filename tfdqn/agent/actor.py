@@ -8,6 +8,7 @@ from tfdqn.agent.flat_call import FlatCall
 from tfdqn.agent.counters import Counters
 from tfdqn.agent.epsilon import linear_epsilon
 from tfdqn.agent.legal_actions import masked_q, random_legal_action
+from tfdqn.agent import noisy
 
 
 class Actor:
@@ -57,7 +58,8 @@ class Actor:
         mean weights in evaluation (`training`)."""
         with tf.device(self._device):
             batch = tf.shape(observation)[0]
-            q_values = self._network(observation, training=training)
+            with noisy.acting_noise():  # a network holding acting noise reads it (network.noise_refresh: update)
+                q_values = self._network(observation, training=training)
             if self._legal is None:
                 random = generator.uniform([batch], minval=0, maxval=self._num_actions, dtype=tf.int32)
             else:

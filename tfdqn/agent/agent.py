@@ -96,7 +96,7 @@ def build_network(config: DQNConfig, observation_shape: tuple, observation_dtype
     exponent range, so the update needs no loss scaling), its initial weights drawn from `seed` and its
     noise (noisy layers) from `copy`'s stream of it; with `on_cpu` its variables live on the CPU."""
     policy = "mixed_bfloat16" if config.compute.mixed_precision else "float32"
-    head = head_spec(config.network, config.learner, noise_seed=derive_seed(seed, NOISE, copy))
+    head = head_spec(config.network, config.learner, noise_seed=derive_seed(seed, NOISE, copy), acts=copy == ONLINE)
     with tf.device(CPU if on_cpu else None):
         return make_network(config.network.kind, observation_shape, observation_dtype, num_actions,
                             config.network.hidden_sizes, dtype_policy=policy, seed=seed, head=head,

@@ -31,16 +31,19 @@ class HeadSpec(NamedTuple):
     v_max: float = 10.0
     noise_seed: int | None = None
     embedding_cosines: int = 64  # implicit_quantile: the cosines embedding each fraction
+    hold_acting_noise: bool = False  # noisy: the network acts with noise redrawn after each update
 
 
-def head_spec(network_config, learner_config, noise_seed: int | None = None) -> HeadSpec:
+def head_spec(network_config, learner_config, noise_seed: int | None = None, acts: bool = False) -> HeadSpec:
     """The head a config asks for (`network.dueling`, `network.noisy`, `learner.loss`); IQN's outputs are the K
-    fractions its Q averages (`learner.num_quantile_samples`)."""
+    fractions its Q averages (`learner.num_quantile_samples`). `acts`: the network the trainer acts with, whose
+    noisy layers hold their acting noise between updates under `network.noise_refresh: update`."""
     l = learner_config  # noqa: E741
     outputs = {"huber": 1, "categorical": l.num_atoms, "quantile": l.num_quantiles,
                "implicit_quantile": l.num_quantile_samples}
     return HeadSpec(network_config.dueling, network_config.noisy, network_config.noisy_sigma0, l.loss,
-                    outputs[l.loss], l.v_min, l.v_max, noise_seed, l.quantile_embedding_dim)
+                    outputs[l.loss], l.v_min, l.v_max, noise_seed, l.quantile_embedding_dim,
+                    acts and network_config.noisy and network_config.noise_refresh == "update")
 
 
 @keras.saving.register_keras_serializable(package="tfdqn")

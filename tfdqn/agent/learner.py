@@ -4,6 +4,7 @@ replay's importance weights, optimizer step, target sync; priorities come back f
 import keras
 import tensorflow as tf
 
+from tfdqn.agent import noisy
 from tfdqn.agent.augmentation import augment
 from tfdqn.agent.counters import Counters
 from tfdqn.agent.flat_call import FlatCall
@@ -44,6 +45,7 @@ class Learner:
                  observation_shape: tuple, observation_dtype, counters: Counters | None = None,
                  jit_compile: bool = False, seed: int = 0, legal=None):
         self.online = online
+        self._holding_noise = noisy.holding_layers(online)
         self._legal = legal  # frames -> [B, actions] bool: the next state's legal actions (None: all are)
         self.target = target
         self._implicit = config.loss == "implicit_quantile"  # IQN: the loss reads quantiles at sampled fractions
@@ -173,6 +175,8 @@ class Learner:
             loss = tf.reduce_mean(weight * per_sample)
         variables = self.online.trainable_variables
         self.optimizer.apply(tape.gradient(loss, variables), variables)
+        for layer in self._holding_noise:  # network.noise_refresh: update: new acting noise after every update
+            layer.redraw_acting_noise()
         self.updates.assign_add(1)
         first_nonfinite = tf.logical_and(tf.logical_not(tf.math.is_finite(loss)),
                                          tf.equal(self.first_nonfinite_update, 0))

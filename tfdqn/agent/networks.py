@@ -45,6 +45,7 @@ class _Layers:
             return self.dense(units, **kwargs)
         noise_seed = self._noise_seeds.randint(*KERAS_SEED_RANGE) if self._noise_seeds is not None else None
         return NoisyDense(units, sigma0=self.head.sigma0, seed=self._seed(), noise_seed=noise_seed,
+                          hold_acting_noise=self.head.hold_acting_noise,
                           **{"dtype": self.dtype_policy, **kwargs})
 
     def conv(self, filters: int, size: int, strides: int, padding: str = "valid",
