@@ -1,6 +1,7 @@
 """The run's update timed before its loop (`run.pace`): the probe leaves every value a checkpoint holds as it was."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from tfdqn import config as config_lib
@@ -15,10 +16,12 @@ def _checkpointed(agent, path) -> dict:
     return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
 
 
-def test_timing_the_update_leaves_networks_noise_optimizer_counters_and_streams_as_they_were(tmp_path):
-    # Noisy nets (their noise streams), IQN with Munchausen (the learner's fraction stream) and Adam (its
-    # slots and step): every kind of state an update writes.
+@pytest.mark.parametrize("noise_refresh", ["call", "update"])
+def test_timing_the_update_leaves_networks_noise_optimizer_counters_and_streams_as_they_were(tmp_path, noise_refresh):
+    # Noisy nets (their noise streams, and the acting noise they hold with noise_refresh update), IQN with
+    # Munchausen (the learner's fraction stream) and Adam (its slots and step): every kind of state an update writes.
     config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
+        "network.noise_refresh": noise_refresh,
         "learner.loss": "implicit_quantile", "learner.munchausen": True, "network.noisy": True,
         "network.dueling": True, "network.hidden_sizes": [16, 16], "learner.num_tau_samples": 4,
         "learner.num_tau_prime_samples": 4, "learner.num_quantile_samples": 4})
@@ -31,6 +34,7 @@ def test_timing_the_update_leaves_networks_noise_optimizer_counters_and_streams_
     after = _checkpointed(agent, tmp_path / "after")
     assert before.keys() == after.keys() and "learner_rng/_state_var/.ATTRIBUTES/VARIABLE_VALUE" in before
     assert any("noise_state" in name for name in before) and any(name.startswith("optimizer/") for name in before)
+    assert any("acting_noise" in name for name in before) == (noise_refresh == "update")
     for name in before:
         np.testing.assert_array_equal(after[name], before[name], err_msg=name)
     assert int(agent.learner.first_nonfinite_update.numpy()) == 0

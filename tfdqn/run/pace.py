@@ -21,6 +21,7 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
+from tfdqn.agent import noisy
 from tfdqn.run.drivers import MAX_FUSED_UPDATES
 from tfdqn.run.hooks import PeriodicHook
 
@@ -31,10 +32,12 @@ LINE_AFTER_SECONDS = 3.0  # the expected length is said once the rate spans this
 
 
 def _probe_state(agent) -> list[tf.Variable]:
-    """Every variable an update or an act call writes: the networks (noise streams included), the
-    optimizer's slots and step, the counters, the generators and the record of a first non-finite loss."""
+    """Every variable an update or an act call writes: the networks (noise streams and held acting noise
+    included), the optimizer's slots and step, the counters, the generators and the record of a first
+    non-finite loss."""
     learner, copy = agent.learner, agent.acting_copy
-    variables = [*agent.online.variables, *agent.target.variables, *learner.optimizer.variables,
+    held = [layer.acting_noise for layer in noisy.holding_layers(agent.online)]  # not among the Keras variables
+    variables = [*agent.online.variables, *held, *agent.target.variables, *learner.optimizer.variables,
                  *(copy.network.variables if copy is not None else ()), agent.counters.updates,
                  agent.counters.env_steps, learner.generator.state, agent.actor.generator.state,
                  learner.first_nonfinite_update, learner.first_nonfinite_env_step]
