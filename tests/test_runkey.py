@@ -22,9 +22,10 @@ def test_each_recorded_run_rehashes_to_the_hash_it_was_recorded_under(tmp_path, 
 
 def test_an_added_key_at_another_value_is_another_recipe():
     for key, former in ADDED_KEYS.items():
-        others = {"valid": "same", "{}": {"mode": 4}, "auto": "none", "-1.0": -2.0}
+        others = {"valid": "same", "{}": {"mode": 4}, "auto": "none", "-1.0": -2.0, "call": "update"}
         other = others.get(str(former)) or ((not former) if isinstance(former, bool) else former + 1)
-        settings = {"replay.compression": "zstd"} if key == "replay.memory_budget_gib" else {}
+        settings = {"replay.memory_budget_gib": {"replay.compression": "zstd"},
+                    "network.noise_refresh": {"network.noisy": True}}.get(key, {})
         hashes = [recipe_hash(config_lib.resolve_config([], {"env.id": "Pong", key: value, **settings}, "drq_eps"))
                   for value in (former, other)]
         assert hashes[0] != hashes[1], key

@@ -27,6 +27,7 @@ import sys
 from tfdqn.atomic import write_json
 from tfdqn.cli import OneLineErrorParser, number, run_cli
 from tfdqn.errors import UserError
+from tfdqn.provenance import provenance
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -122,7 +123,7 @@ def _main(args) -> int:
             ratio = statistics.median(own) / statistics.median(ref)
             lines.append(f"| {name} | {label} | {statistics.median(own):.1f} | {ratio:.3f} | {rounds} |")
     table = "\n".join(lines)
-    write_json(args.out, {"command": " ".join(["python -m tools.bench_ab", *sys.argv[1:]]),
+    write_json(args.out, {"command": " ".join(["python -m tools.bench_ab", *sys.argv[1:]]), "code": provenance(),
                           "arms": {label: {"checkout": str(checkout), "settings": list(settings)}
                                    for label, checkout, settings in arms},
                           "env": args.env, "preset": args.preset, "steps": args.steps, "figures": figures,
