@@ -26,6 +26,7 @@ import time
 import numpy as np
 
 from tfdqn.atomic import write_json
+from tfdqn.provenance import provenance
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 from tools.bench_family import FAMILY, device_replay_figures, family_update_figures, prioritized_figures
@@ -309,7 +310,8 @@ def _main(args) -> int:
     seconds = 1.0 if args.quick else 6.0
     steps = 3_000 if args.quick else 12_000
     learning_starts, capacity = 500, 50_000
-    results = {"command": " ".join(["python -m tools.bench", *sys.argv[1:]]), "machine": machine(),
+    results = {"command": " ".join(["python -m tools.bench", *sys.argv[1:]]), "code": provenance(),
+               "machine": machine(),
                "num_envs": args.num_envs, "seconds_per_timing": seconds, "trainer_steps": steps,
                "trainer_learning_starts": learning_starts, "replay_capacity": capacity}
     results.update(program_figures(seconds))
