@@ -109,6 +109,7 @@ def test_held_noise_is_checkpointed_but_not_a_weight(tmp_path):
     model = keras.Sequential([keras.Input((P,)), NoisyDense(Q, noise_seed=2, hold_acting_noise=True)])
     layer = model.layers[0]
     assert len(model.weights) == 4 and all(layer.acting_noise is not w for w in model.weights)
+    assert any(layer.acting_noise is v for v in model.variables)
     path = tf.train.Checkpoint(online=model).write(str(tmp_path / "ckpt"))
     saved = layer.acting_noise.numpy().copy()
     layer.redraw_acting_noise()

@@ -5,9 +5,9 @@ a `keras.random.SeedGenerator` whose state variable a tf.train.Checkpoint holds 
 resumed run continues the same stream. That state is in `layer.variables` but not in `layer.weights`, so
 syncing a target network from the online one through `weights` leaves each network its own noise stream.
 
-A layer made with `hold_acting_noise` keeps a second noise draw for acting (`network.noise_refresh: update`):
-graphs traced inside `acting_noise()` (the actor's act) read it instead of drawing, and the learner redraws
-it after every update (`redraw_acting_noise`), as Fortunato et al. 2018 (section 3.1) sample new noise
+A layer made with `hold_acting_noise` keeps a second noise draw for acting (`network.noise_refresh: update`),
+also in `layer.variables` and not in `layer.weights`: graphs traced inside `acting_noise()` (the actor's act)
+read it instead of drawing, and the learner redraws it after every update (`redraw_acting_noise`), as Fortunato et al. 2018 (section 3.1) sample new noise
 after every optimisation step and act with it until the next."""
 
 import contextlib
@@ -97,6 +97,12 @@ class NoisyDense(keras.layers.Layer):
                                           initializer=keras.initializers.Constant(sigma))
         if self.hold_acting_noise:  # a tf.Variable, not a Keras weight: checkpointed, never synced to a copy
             self.acting_noise = tf.Variable(self._draw(), trainable=False, name="acting_noise")
+
+    @property
+    def variables(self) -> list:
+        """Keras's (the weights and the noise stream's state) and the held acting noise: all the layer's state,
+        as a model's `variables` gathers it (the run's update probe puts back what it holds)."""
+        return [*super().variables, *([self.acting_noise] if self.hold_acting_noise and self.built else [])]
 
     def _draw(self) -> tf.Tensor:
         """f(eps_in) and f(eps_out), concatenated: one factorised draw from this layer's stream."""

@@ -21,7 +21,6 @@ import numpy as np
 import tensorflow as tf
 import tqdm
 
-from tfdqn.agent import noisy
 from tfdqn.run.drivers import MAX_FUSED_UPDATES
 from tfdqn.run.hooks import PeriodicHook
 
@@ -36,8 +35,7 @@ def _probe_state(agent) -> list[tf.Variable]:
     included), the optimizer's slots and step, the counters, the generators and the record of a first
     non-finite loss."""
     learner, copy = agent.learner, agent.acting_copy
-    held = [layer.acting_noise for layer in noisy.holding_layers(agent.online)]  # not among the Keras variables
-    variables = [*agent.online.variables, *held, *agent.target.variables, *learner.optimizer.variables,
+    variables = [*agent.online.variables, *agent.target.variables, *learner.optimizer.variables,
                  *(copy.network.variables if copy is not None else ()), agent.counters.updates,
                  agent.counters.env_steps, learner.generator.state, agent.actor.generator.state,
                  learner.first_nonfinite_update, learner.first_nonfinite_env_step]
