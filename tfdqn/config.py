@@ -117,8 +117,10 @@ class NetworkConfig:
                                       "data-efficient Rainbow, van Hasselt et al. 2019: 0.1)")
     noise_refresh: str = _field("call", "noisy: when acting draws its noise: call (every act call, as Dopamine's "
                                         "agents) or update (once after every update, held in between, as Fortunato "
-                                        "et al. 2018 section 3.1; the act call then draws nothing); updates draw on "
-                                        "every call either way")
+                                        "et al. 2018 section 3.1; the act call then draws nothing, and the warm-up "
+                                        "redraws it every training_interval env steps); updates draw on every call "
+                                        "either way. A rule makes it update where allowed (inline actors, act_device "
+                                        "auto) unless set")
     conv_padding: str = _field("valid", "nature_cnn: convolution padding, valid (Mnih et al. 2015: a 7x7x64 map from "
                                         "84x84 frames) or same (Dopamine's Atari-100k network: 11x11x64)")
 
@@ -718,6 +720,10 @@ def default_config_file(env_name: str) -> pathlib.Path:
 DEFAULT, SET = "default", "--set or a flag"
 NOISY_RULE = ("rule: noisy nets explore by their noise, so epsilon is 0 unless --set or a --config file sets it "
               "(Fortunato et al. 2018; Dopamine's full Rainbow agent acts so)")
+HELD_NOISE_RULE = ("rule: noisy nets that the trainer acts with itself (actors.kind inline, compute.act_device auto) "
+                   "hold their acting noise between updates unless --set, a --config file or the preset sets "
+                   "network.noise_refresh (Fortunato et al. 2018 section 3.1; an act call then costs about 1.45 "
+                   "plain ones instead of 1.8: docs/performance.md)")
 COMPRESSION_RULE = ("rule: Atari frames are compressed with lz4 in the host replay unless --set or a --config file "
                     "sets replay.compression (about 14 times less memory, the same run bit for bit: docs/replay.md)")
 IMAGE_XLA_RULE = ("rule: a convolutional network's update runs without XLA unless --set or a --config file sets "
@@ -755,6 +761,8 @@ def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) ->
       for every key that neither the user nor the preset sets.
     - Noisy nets => epsilon 0 (`NOISY_RULE`), unless the user sets an epsilon key. A preset never sets both
       (tests/test_preset_sources.py): its epsilon would be dead, as DER.gin's is in Dopamine.
+    - Noisy nets that the trainer acts with itself => acting noise held between updates (`HELD_NOISE_RULE`),
+      unless the user or the preset sets network.noise_refresh (der cites Dopamine's per-call noise).
     - Atari frames in a host replay => lz4 (`COMPRESSION_RULE`), unless the user sets replay.compression: the
       codec that decodes fastest (docs/bench-replay.md), so the loop barely waits on it.
     - uint8 image observations of any other env => network.kind auto (`IMAGE_RULE`), unless the user or the
@@ -768,11 +776,18 @@ def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) ->
     epsilon = ("exploration.epsilon_start", "exploration.epsilon_end")
     if layered.network.noisy and not user & set(epsilon):
         derived.update({key: (0.0, NOISY_RULE) for key in epsilon})
+    if holds_noise_by_default(layered) and "network.noise_refresh" not in user | preset:
+        derived["network.noise_refresh"] = ("update", HELD_NOISE_RULE)
     if is_atari_name(env_id) and layered.replay.device == "host" and "replay.compression" not in user:
         derived["replay.compression"] = ("lz4", COMPRESSION_RULE)
     if not is_atari_name(env_id) and observes_images(resolve_env_id(env_id), layered.env.kwargs.as_dict()):
         derived.update(_image_settings(layered, user | preset))
     return derived
+
+
+def holds_noise_by_default(c: DQNConfig) -> bool:
+    """Whether `network.noise_refresh: update` is allowed here (`_check_held_noise`), so it is the default."""
+    return c.network.noisy and c.actors.kind == "inline" and c.compute.act_device != "cpu"
 
 
 def _image_settings(layered: DQNConfig, chosen: set) -> dict:

@@ -80,6 +80,18 @@ class Learner:
         self.update_many_function = tf.function(self._update_many, input_signature=stacked, jit_compile=jit_compile,
                                                 autograph=False)
         self.update_many = FlatCall(self.update_many_function)
+        # Held acting noise drawn anew without an update: the warm-up's redraws (run.drivers.WarmupNoise).
+        self.redraw_acting_noise = tf.function(self._redraw_acting_noise, input_signature=[], autograph=False)
+
+    @property
+    def holds_acting_noise(self) -> bool:
+        """Whether online's noisy layers hold their acting noise between updates (`network.noise_refresh: update`)."""
+        return bool(self._holding_noise)
+
+    def _redraw_acting_noise(self) -> tf.Tensor:
+        for layer in self._holding_noise:
+            layer.redraw_acting_noise()
+        return tf.constant(bool(self._holding_noise))
 
     def _sync_target(self) -> tf.Tensor:
         """Copy online's weights into target (eagerly at construction, as a `tf.cond` branch inside `update`,
@@ -175,8 +187,7 @@ class Learner:
             loss = tf.reduce_mean(weight * per_sample)
         variables = self.online.trainable_variables
         self.optimizer.apply(tape.gradient(loss, variables), variables)
-        for layer in self._holding_noise:  # network.noise_refresh: update: new acting noise after every update
-            layer.redraw_acting_noise()
+        self._redraw_acting_noise()  # network.noise_refresh: update: new acting noise after every update
         self.updates.assign_add(1)
         first_nonfinite = tf.logical_and(tf.logical_not(tf.math.is_finite(loss)),
                                          tf.equal(self.first_nonfinite_update, 0))

@@ -128,6 +128,30 @@ class DeviceReplayUpdates:
         """Nothing to stop."""
 
 
+class WarmupNoise:
+    """Held acting noise (`network.noise_refresh: update`) redrawn during the warm-up where an update would
+    fall (every `training_interval` env steps), as each update redraws it after: without it every warm-up act
+    would read the one draw made at the start, a single fixed policy filling the replay (noisy nets act with
+    epsilon 0). Kaixhin/Rainbow redraws on the same cadence from step 0. Counted from the env step counter,
+    so a resumed run redraws where the uninterrupted one did."""
+
+    def __init__(self, learner, counters: Counters, cadence: tuple[int, int, int]):
+        self._learner, self._counters, self._cadence = learner, counters, cadence
+        self._drawn, self._last = self._due(), updates_due(cadence[0], 0, *cadence[1:])
+
+    def _due(self) -> int:
+        learning_starts, interval, per_round = self._cadence
+        return updates_due(min(int(self._counters.env_steps.numpy()), learning_starts), 0, interval, per_round)
+
+    def after_collect(self) -> None:
+        if self._drawn >= self._last:  # learning started: each update redraws it
+            return
+        due = self._due()
+        if due > self._drawn:
+            self._drawn = due
+            self._learner.redraw_acting_noise()
+
+
 def _owed(counters: Counters, cadence: tuple[int, int, int]) -> int:
     env_steps, updates = counters.read()
     return updates_due(env_steps, *cadence) - updates
@@ -136,12 +160,16 @@ def _owed(counters: Counters, cadence: tuple[int, int, int]) -> int:
 class InlineDriver:
     """Runs every update owed right after each collect, in the loop's thread, up to 64 per fused call."""
 
-    def __init__(self, source, counters: Counters, cadence: tuple[int, int, int], timer: PhaseTimer):
+    def __init__(self, source, counters: Counters, cadence: tuple[int, int, int], timer: PhaseTimer,
+                 warmup_noise: WarmupNoise | None = None):
         self._source, self._counters, self._cadence, self._timer = source, counters, cadence, timer
+        self._warmup_noise = warmup_noise
         self.metrics: dict = {}
         self.timers = ()  # its phases are charged to the loop's timer
 
     def after_collect(self) -> None:
+        if self._warmup_noise is not None:
+            self._warmup_noise.after_collect()
         due = _owed(self._counters, self._cadence)
         while due > 0 and self._source.ready():
             k = min(due, MAX_FUSED_UPDATES)
@@ -215,8 +243,9 @@ class BackgroundDriver:
     adding share the replay lock. A learner failure is raised in the loop's thread at its next call."""
 
     def __init__(self, source, counters: Counters, cadence: tuple[int, int, int], slack: int,
-                 replay_lock: threading.Lock, timer: PhaseTimer):
+                 replay_lock: threading.Lock, timer: PhaseTimer, warmup_noise: WarmupNoise | None = None):
         self._source, self._lock, self._timer = source, replay_lock, timer
+        self._warmup_noise = warmup_noise
         self.gate = RatioGate(counters, cadence, slack)
         self.metrics: dict = {}
         self.timers = (PhaseTimer(),)  # the learner thread's own phases
@@ -250,6 +279,8 @@ class BackgroundDriver:
             raise self._error
 
     def after_collect(self) -> None:
+        if self._warmup_noise is not None:  # before the learner thread's first update: nothing else draws it
+            self._warmup_noise.after_collect()
         t = time.perf_counter()
         self.gate.advance(self._source.ready())
         self._check()
@@ -274,8 +305,9 @@ def make_driver(config, agent, replay, replay_lock: threading.Lock, timer: Phase
                                        r.importance_exponent_end, run.total_steps)
     source = source_type(agent.learner, replay, r.batch_size, beta, replay_lock)
     cadence = (run.learning_starts, run.training_interval, run.env_steps_per_round)
+    warmup_noise = WarmupNoise(agent.learner, agent.counters, cadence) if agent.learner.holds_acting_noise else None
     if not run.async_learner:
-        return InlineDriver(source, agent.counters, cadence, timer)
+        return InlineDriver(source, agent.counters, cadence, timer, warmup_noise)
     # One vector step's updates, or one round's, may be pending.
     slack = max(1, math.ceil(max(num_envs, run.env_steps_per_round) / run.training_interval))
-    return BackgroundDriver(source, agent.counters, cadence, slack, replay_lock, timer)
+    return BackgroundDriver(source, agent.counters, cadence, slack, replay_lock, timer, warmup_noise)
