@@ -155,6 +155,19 @@ def test_atari_frames_are_compressed_with_lz4_unless_the_user_says_otherwise():
     assert C.resolve_config([], {"env.id": "CartPole"}).replay.compression == "none"
 
 
+def test_noisy_nets_the_trainer_acts_with_hold_their_acting_noise_unless_someone_says_otherwise():
+    sources = {}
+    rainbow = C.resolve_config([], {"env.id": "Pong"}, "rainbow", sources)
+    assert rainbow.network.noise_refresh == "update" and sources["network.noise_refresh"] == C.HELD_NOISE_RULE
+    assert C.resolve_config([], {"env.id": "CartPole", "network.noisy": True}).network.noise_refresh == "update"
+    assert C.resolve_config([], {"env.id": "Pong"}, "der").network.noise_refresh == "call"  # its source's per-call
+    for acting_copy in ({"actors.kind": "process"}, {"actors.kind": "ray"}, {"compute.act_device": "cpu"}):
+        assert C.resolve_config([], {"env.id": "Pong", **acting_copy}, "rainbow").network.noise_refresh == "call"
+    chosen = C.resolve_config([], {"env.id": "Pong", "network.noise_refresh": "call"}, "rainbow")
+    assert chosen.network.noise_refresh == "call"
+    assert C.resolve_config([], {"env.id": "Pong"}).network.noise_refresh == "call"  # no noisy layers
+
+
 def test_env_kwargs_from_set_and_from_a_file_are_one_mapping_that_config_yaml_keeps(tmp_path):
     """`--set env.kwargs.NAME=VALUE` adds one keyword argument; a file's env section may give the mapping."""
     from_set = C.build_config([], C.parse_set(["env.kwargs.continuous=false", "env.kwargs.lap_complete_percent=0.9",

@@ -4,11 +4,12 @@ import json
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from tests.conftest import TINY, train_in_process
 from tfdqn.agent.counters import Counters
-from tfdqn.run.drivers import RatioGate
+from tfdqn.run.drivers import RatioGate, WarmupNoise
 from tfdqn.telemetry.tensorboard import read_scalars
 from tfdqn.run.cadence import updates_due
 
@@ -51,6 +52,33 @@ def test_gate_never_holds_the_actors_while_the_learner_cannot_sample():
     gate = RatioGate(_counters(env_steps=50), cadence=(0, 1), slack=1)
     gate.advance(can_learn=False)  # no learner thread at all: this must return
     assert gate.owed() == 50
+
+
+def _held_noise_warmup(resume_at=None) -> list:
+    """Each env step's held acting noise over a warm-up of 10 steps at interval 4, then 3 steps of learning
+    (whose updates would redraw it); with `resume_at`, the WarmupNoise is made anew there, as a resumed run's."""
+    from tfdqn import config as config_lib
+    from tfdqn.agent.agent import make_agent
+
+    config = config_lib.resolve_config([], {"env.id": "CartPole", "network.noisy": True})
+    agent = make_agent(config, (4,), np.float32, 2)
+    cadence = (10, 4, 1)
+    warmup, held, layer = WarmupNoise(agent.learner, agent.counters, cadence), [], agent.learner._holding_noise[0]
+    for step in range(1, 14):
+        agent.counters.env_steps.assign(step)
+        if step == resume_at:
+            warmup = WarmupNoise(agent.learner, agent.counters, cadence)
+        warmup.after_collect()
+        held.append(layer.acting_noise.numpy().copy())
+    return held
+
+
+def test_held_acting_noise_is_redrawn_in_the_warm_up_where_updates_would_fall_and_resumes_alike():
+    held = _held_noise_warmup()
+    redrawn = [step for step in range(2, 14) if (held[step - 1] != held[step - 2]).any()]
+    assert redrawn == [4, 8]  # every 4 env steps until learning starts at 10; the updates redraw after it
+    for mine, uninterrupted in zip(_held_noise_warmup(resume_at=6), held):
+        np.testing.assert_array_equal(mine, uninterrupted)
 
 
 @pytest.mark.slow

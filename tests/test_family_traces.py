@@ -32,8 +32,11 @@ def _check_traces(agent, observation_shape, dtype):
     for k in (1, 3):
         metrics = agent.learner.update_many(*_batch(rng, (k, 4), observation_shape, dtype))
         assert metrics["priority"].shape == (k, 4)
+    for _ in range(2):
+        agent.learner.redraw_acting_noise()  # the warm-up's redraw of held acting noise
     for function in (agent.actor.act_function, agent.actor.act_with_epsilon_function,
-                     agent.learner.update_function, agent.learner.update_many_function):
+                     agent.learner.update_function, agent.learner.update_many_function,
+                     agent.learner.redraw_acting_noise):
         assert function.experimental_get_tracing_count() == 1, function.python_function.__name__
 
 

@@ -137,7 +137,8 @@ UNUSED = {
 # Keys the source leaves open, and tfdqn's choice.
 UNSTATED = {"drq_eps": {}, "der": {}, "munchausen": {}, "iqn": {},
             "rainbow": {"replay.priority_epsilon": "1e-6, so no priority is 0",
-                        "network.noise_refresh": "call, as Dopamine; Fortunato et al. 2018 draw after every update"}}
+                        "network.noise_refresh": "update where the trainer acts with the updated network, as Fortunato "
+                                                 "et al. 2018; call with acting copies, as Dopamine"}}
 
 
 @pytest.mark.parametrize("preset", ["rainbow", "der", "drq_eps", "munchausen", "iqn"])

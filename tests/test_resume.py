@@ -35,9 +35,9 @@ def _wait_for(path, process, timeout=120, pattern=None):
                                       ["--preset", "rainbow", "--training-interval", "8", "--set",
                                        "replay.device=accelerator"],
                                       ["--preset", "rainbow", "--training-interval", "8", "--set",
-                                       "network.noise_refresh=update"]],
+                                       "network.noise_refresh=call"]],
                          ids=["host-replay", "compressed-host-replay", "device-replay-3-envs", "rainbow-host",
-                              "rainbow-device", "rainbow-held-noise"])
+                              "rainbow-device", "rainbow-per-call-noise"])
 def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole_run, tmp_path, settings):
     args = [*TINY, "--seed", "3", *settings, "--logdir", str(tmp_path)]
     # The session's cartpole_run is the uninterrupted host-replay, one-env run: compressed frames make no
