@@ -647,10 +647,9 @@ def _validate_family(c: DQNConfig) -> None:
 def _check_held_noise(c: DQNConfig) -> None:
     """`network.noise_refresh: update` holds the noise of the network the learner updates: the trainer must act
     with that network itself, not with a copy (an acting copy, actor processes or Ray actors)."""
-    copy = ("network.noisy = False" if not c.network.noisy else
-            f"actors.kind = {c.actors.kind!r}" if c.actors.kind != "inline" else
-            "compute.act_device = 'cpu'" if c.compute.act_device == "cpu" else None)
-    if copy is not None:
+    if not held_noise_allowed(c):
+        copy = ("network.noisy = False" if not c.network.noisy else
+                f"actors.kind = {c.actors.kind!r}" if c.actors.kind != "inline" else "compute.act_device = 'cpu'")
         raise UserError(f"config key network.noise_refresh = 'update' with {copy}: held noise belongs to the noisy "
                         "network that the learner updates and the trainer acts with; allowed: network.noise_refresh = "
                         "'call', or network.noisy = True with actors.kind = 'inline' and compute.act_device = 'auto'")
@@ -776,7 +775,7 @@ def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) ->
     epsilon = ("exploration.epsilon_start", "exploration.epsilon_end")
     if layered.network.noisy and not user & set(epsilon):
         derived.update({key: (0.0, NOISY_RULE) for key in epsilon})
-    if holds_noise_by_default(layered) and "network.noise_refresh" not in user | preset:
+    if held_noise_allowed(layered) and "network.noise_refresh" not in user | preset:
         derived["network.noise_refresh"] = ("update", HELD_NOISE_RULE)
     if is_atari_name(env_id) and layered.replay.device == "host" and "replay.compression" not in user:
         derived["replay.compression"] = ("lz4", COMPRESSION_RULE)
@@ -785,8 +784,8 @@ def derived_settings(layered: DQNConfig, env_id: str, user: set, preset: set) ->
     return derived
 
 
-def holds_noise_by_default(c: DQNConfig) -> bool:
-    """Whether `network.noise_refresh: update` is allowed here (`_check_held_noise`), so it is the default."""
+def held_noise_allowed(c: DQNConfig) -> bool:
+    """Whether `network.noise_refresh: update` is allowed (`_check_held_noise`): then it is also the default."""
     return c.network.noisy and c.actors.kind == "inline" and c.compute.act_device != "cpu"
 
 
