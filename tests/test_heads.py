@@ -109,7 +109,8 @@ def _noise_states(network) -> list:
 
 
 def test_noisy_acting_draws_noise_in_the_act_graph_and_evaluation_acts_on_the_mean_weights():
-    config = config_lib.resolve_config([], {"env.id": "CartPole", "network.noisy": True, "network.noise_refresh": "call"})
+    config = config_lib.resolve_config([], {"env.id": "CartPole", "network.noisy": True,
+                                            "network.noise_refresh": "call"})  # the rule would hold it
     agent = make_agent(config, (4,), np.float32, 6)
     observation = np.random.default_rng(5).normal(size=(512, 4)).astype(np.float32)
     before = _noise_states(agent.online)
