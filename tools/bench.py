@@ -26,9 +26,9 @@ import time
 import numpy as np
 
 from tfdqn.atomic import write_json
-from tfdqn.provenance import provenance
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
+from tfdqn.provenance import provenance
 from tools.bench_family import FAMILY, device_replay_figures, family_update_figures, prioritized_figures
 from tools.bench_timing import calls_per_second, matmul_peak_flops
 

@@ -7,8 +7,9 @@ syncing a target network from the online one through `weights` leaves each netwo
 
 A layer made with `hold_acting_noise` keeps a second noise draw for acting (`network.noise_refresh: update`),
 also in `layer.variables` and not in `layer.weights`: graphs traced inside `acting_noise()` (the actor's act)
-read it instead of drawing, and the learner redraws it after every update (`redraw_acting_noise`), as Fortunato et al. 2018 (section 3.1) sample new noise
-after every optimisation step and act with it until the next."""
+read it instead of drawing, and the learner redraws it after every update (`redraw_acting_noise`; during the
+warm-up where updates would fall, `run.drivers.WarmupNoise`), as Fortunato et al. 2018 (section 3.1) sample
+new noise after every optimisation step and act with it until the next."""
 
 import contextlib
 import math
