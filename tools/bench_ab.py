@@ -4,7 +4,7 @@ one machine.
 
     git worktree add /tmp/base REV
     python -m tools.bench_ab --base /tmp/base [--rounds 3] [--steps 3000] --out ab.json
-    python -m tools.bench_ab --variant raw --variant zstd:replay.compression=zstd \
+    python -m tools.bench_ab --variant raw:replay.compression=none --variant zstd:replay.compression=zstd \
         --variant prefetch:replay.compression=zstd,replay.prefetch=true --intervals 4 1 --envs 1 --out ab.json
 
 Each round runs `trainer_steps_per_sec` (bench.py's trainer row: Breakout or --env with --preset, learning
