@@ -29,7 +29,7 @@ def train(config=None, run_dir=None, logdir: str = "runs", quiet: bool = False, 
     import contextlib
     import os
 
-    from tfdqn.api import prepare_run
+    from tfdqn.run.run_dir import prepare_run
 
     run_dir, config, finished = prepare_run(config, run_dir, logdir, resume)
     if finished is not None:
@@ -50,10 +50,10 @@ def load_policy(path, checkpoint="latest", seed=None):
     (its SavedModel), or of a `.tflite` file `tfdqn export --format litert` wrote, which runs on LiteRT
     without importing TensorFlow; `act(observations, epsilon=0.0)` and `q_values(observations)` take NumPy."""
     if str(path).endswith(".tflite"):
-        from tfdqn.litert_policy import load_litert_policy
+        from tfdqn.policy.litert import load_litert_policy
 
         return load_litert_policy(path, seed)
-    from tfdqn.policy import load_policy as load_saved_policy
+    from tfdqn.policy.saved_model import load_policy as load_saved_policy
 
     return load_saved_policy(path, checkpoint, seed)
 

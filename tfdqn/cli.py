@@ -11,7 +11,7 @@ import tempfile
 
 from tfdqn import config as config_lib
 from tfdqn.errors import RunFailure, UserError
-from tfdqn.parent_death import die_with_parent
+from tfdqn.tuning.parent_death import die_with_parent
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # keep TensorFlow's C++ start-up chatter off stderr
 
@@ -32,7 +32,7 @@ def _stderr_to_file():
 
 # Optional packages that TensorFlow's import pulls in only for features tfdqn never uses, when they happen
 # to be installed: tf.lite's JAX converter imports jax and Keras' image-gallery plots import matplotlib
-# (their cost is in docs/cartpole.md, Start-up). Both guard the import with `except ImportError`.
+# (their cost is in docs/experiments/cartpole.md, Start-up). Both guard the import with `except ImportError`.
 UNUSED_BY_TENSORFLOW_IMPORT = ("jax", "matplotlib")
 
 

@@ -4,15 +4,13 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import pathlib
 import sys
 
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, add_import_option, import_modules, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
-from tfdqn.sources import find_source
+from tfdqn.policy.locate import locate_network
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -36,7 +34,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 
 def _main(args: argparse.Namespace) -> int:
-    source = find_source(args.run_dir, args.checkpoint)
+    location = locate_network(args.run_dir, args.checkpoint)
     if args.episodes < 1:
         raise UserError(f"--episodes {args.episodes} is out of range; allowed: an integer >= 1")
     if args.epsilon is not None and not 0.0 <= args.epsilon <= 1.0:
@@ -44,33 +42,14 @@ def _main(args: argparse.Namespace) -> int:
     if args.video and not args.video.endswith(".mp4"):
         raise UserError(f"--video {args.video!r} is not an .mp4 path; allowed: FILE.mp4")
     import_modules(args)
-    config = config_lib.build_config([source.config_file], {"run.seed": args.seed})
-    epsilon = config.exploration.eval_epsilon if args.epsilon is None else args.epsilon
+    config = config_lib.build_config([location.config_file], {"run.seed": args.seed})  # its errors before TensorFlow
 
     start_tensorflow()
-    from tfdqn.agent.agent import make_policy_actor
-    from tfdqn.policy import restore_weights
-    from tfdqn.envs.make import describe_protocol, make_env
-    from tfdqn.run.evaluation import IllegalActionActor, run_episodes
-    from tfdqn.video import VideoRecorder, video_fps
+    from tfdqn.policy.evaluation import evaluate_network
 
-    env, spec = make_env(config.env, seed=args.seed, evaluation=True, render=bool(args.video))
-    network, actor = make_policy_actor(config, spec.observation_shape, spec.frame_dtype, spec.num_actions, spec.layout)
-    env_steps = restore_weights(source, network)
-    counted = spec.layout is not None and spec.layout.mask is not None
-    actor = IllegalActionActor(actor, spec.layout) if counted else actor
-    recorder = VideoRecorder(pathlib.Path(args.video), video_fps(env, config.env)) if args.video else None
-    with contextlib.closing(env), recorder or contextlib.nullcontext():  # an error leaves no partial video
-        returns = run_episodes(env, spec, actor, args.episodes, epsilon, seed=args.seed,
-                               on_step=recorder.on_step if recorder else None)
-    import numpy as np
-
-    print(describe_protocol(config.env, spec, epsilon))
-    print(json.dumps({"run_dir": str(source.path), "checkpoint_env_steps": env_steps, "episodes": len(returns),
-                      "epsilon": epsilon, "return_mean": float(np.mean(returns)),
-                      "return_std": float(np.std(returns)), "returns": returns,
-                      **({"illegal_actions": actor.illegal} if counted else {}),
-                      **({"video": args.video, "video_frames": recorder.frames} if recorder else {})}))
+    evaluation = evaluate_network(location, config, args.episodes, args.epsilon, args.video)
+    print(evaluation.protocol)
+    print(json.dumps(evaluation.report))
     return 0
 
 

@@ -11,8 +11,8 @@ import sys
 from tfdqn.cli import OneLineErrorParser, add_import_option, import_modules, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 from tfdqn.extras import require
-from tfdqn.litert_policy import QUANTIZE
-from tfdqn.sources import find_source
+from tfdqn.policy.litert import QUANTIZE
+from tfdqn.policy.locate import locate_network
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -43,7 +43,7 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
 
 
 def _main(args: argparse.Namespace) -> int:
-    source = find_source(args.run_dir, args.checkpoint, policies=False)
+    location = locate_network(args.run_dir, args.checkpoint, policies=False)
     if args.format != "litert" and args.quantize != "none":
         raise UserError(f"--quantize {args.quantize} needs --format litert; allowed: --format litert --quantize "
                         f"{args.quantize}, or no --quantize")
@@ -53,14 +53,10 @@ def _main(args: argparse.Namespace) -> int:
         require("litert", "--format litert", instead="--format savedmodel")
     import_modules(args)
     start_tensorflow()
-    from tfdqn.policy import default_policy_dir, export_policy, restore_network
+    from tfdqn.policy.saved_model import export_checkpoint
 
-    out = pathlib.Path(args.out) if args.out else default_policy_dir(source.path, source.checkpoint)
-    config, spec, network, env_steps = restore_network(source)
     litert = (args.quantize, args.observations) if args.format == "litert" else None
-    report = export_policy(network, config, spec, out, source.path, source.checkpoint, env_steps, litert)
-    print(json.dumps({"run_dir": str(source.path), "checkpoint": source.checkpoint, "env_steps": env_steps,
-                      **report}))
+    print(json.dumps(export_checkpoint(location, pathlib.Path(args.out) if args.out else None, litert)))
     return 0
 
 

@@ -14,8 +14,8 @@ import yaml
 
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, run_cli, start_tensorflow
+from tfdqn.config.presets import PRESETS
 from tfdqn.errors import UserError
-from tfdqn.presets import PRESETS
 from tfdqn.run.clock import process_start
 from tfdqn.run.lock import refuse_if_held
 from tfdqn.run.run_dir import choose_run_dir, finished_summary, load_run_config
@@ -146,7 +146,7 @@ def preset_differences(args: argparse.Namespace, config: config_lib.DQNConfig) -
     """Where the preset's Atari recipe still differs from its reference run (none off Atari, where the preset
     is adapted, nor for a resumed run, which keeps its saved config)."""
     from tfdqn.envs.names import is_atari_name
-    from tfdqn.presets import PRESETS
+    from tfdqn.config.presets import PRESETS
 
     if args.resume or not args.preset or not is_atari_name(config.env.id):
         return ""

@@ -11,10 +11,10 @@ import sys
 
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, number, run_cli
+from tfdqn.config.presets import PRESETS
 from tfdqn.errors import RunFailure, UserError
 from tfdqn.extras import require
-from tfdqn.parent_death import child_environment
-from tfdqn.presets import PRESETS
+from tfdqn.tuning.parent_death import child_environment
 from tfdqn.tuning.search_space import ALLOWED, as_set, parse_params
 from tfdqn.tuning.study import GRACE_HEARTBEATS, HEARTBEAT_SECONDS
 

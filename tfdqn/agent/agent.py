@@ -81,7 +81,7 @@ class Agent(NamedTuple):
 
 def act_uses_xla(compute: ComputeConfig, act_on_cpu: bool) -> bool:
     """`compute.act_jit_compile`, except for bfloat16 on a CPU: XLA's CPU backend has no fast bfloat16
-    convolution, where oneDNN's bfloat16 kernels run without it (docs/performance.md has the timings)."""
+    convolution, where oneDNN's bfloat16 kernels run without it (docs/experiments/performance.md has the timings)."""
     return compute.act_jit_compile and not (compute.mixed_precision and act_on_cpu)
 
 
@@ -116,7 +116,8 @@ def _acts_on_cpu(compute: ComputeConfig) -> bool:
 
 # A compiled act on a CPU of fewer FLOPs than this runs on one intra-op thread (`FlatCall`'s serial_rows):
 # here the Nature CNN's act at batch 1 (18.7 MFLOP) ran 1.25 times as many calls a second on one thread, at
-# batch 2 (37.4 MFLOP) 0.96 times, and the IMPALA network's at batch 1 (142 MFLOP) 0.81 times (docs/performance.md).
+# batch 2 (37.4 MFLOP) 0.96 times, and the IMPALA network's at batch 1 (142 MFLOP) 0.81 times
+# (docs/experiments/performance.md).
 SERIAL_ACT_FLOPS = 25e6
 
 

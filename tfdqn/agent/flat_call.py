@@ -1,14 +1,14 @@
 """Calling a `tf.function` with a fixed input signature through its one concrete function, flat.
 
 `tf.function.__call__` and `ConcreteFunction.__call__` bind their arguments against the traced Python
-signature on every call, a cost that shows in a batch-1 act (docs/performance.md has the figures). The
+signature on every call, a cost that shows in a batch-1 act (docs/experiments/performance.md has the figures). The
 act and both update graphs are called through `FlatCall` instead.
 
 A NumPy argument becomes a tensor made directly on the current device (the host CPU outside a device
 scope) from a copy of the array, where `tf.convert_to_tensor` makes one with no device named: the call
 after such a tensor costs more. And where no gradient tape watches, the graph runs as
 `ConcreteFunction._call_flat` would run it, minus its Python checks for tapes and graph building. Together
-they cut a batch-1 act on one core by about a sixth (docs/performance.md).
+they cut a batch-1 act on one core by about a sixth (docs/experiments/performance.md).
 
 Those paths take TensorFlow's private `ConcreteFunction._call_flat`, `EagerTensor` and the function op
 under `_call_flat`, so they are fenced (`private_api`): on a TensorFlow outside `TF_VERIFIED`, or without

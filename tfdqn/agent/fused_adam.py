@@ -40,7 +40,7 @@ class FusedAdam(keras.optimizers.Adam):
     """Keras Adam with the same arithmetic and the same slot variables (so checkpoints are
     interchangeable), but each variable's step is one fused kernel instead of about ten element-wise
     ops that each read and write the whole tensor: for the Nature CNN, a tenth of the update on a CPU
-    (docs/performance.md has the timing).
+    (docs/experiments/performance.md has the timing).
 
     The fused path is taken where the fence allows it and `use_private` is true: decided at
     construction, and once more when `build` makes the slots, before any step."""

@@ -2,7 +2,7 @@
 
 TensorFlow has one intra-op pool per process, sized for the update. A batch-1 Nature CNN act split across
 its two threads here costs more in handing work to the second than it saves: the act ran 1.25 times as
-many calls a second on one thread (docs/performance.md). TensorFlow can cap a thread's own intra-op
+many calls a second on one thread (docs/experiments/performance.md). TensorFlow can cap a thread's own intra-op
 parallelism (`tensorflow::SetPerThreadMaxParallelism`, which tf.data's `max_intra_op_parallelism` uses;
 a compiled act runs on the calling thread), but exports that to C++ only. So it is called through ctypes
 from libtensorflow_framework, fenced (`private_api`): on a TensorFlow outside the verified range, or

@@ -14,7 +14,7 @@ def matmul(x, kernel):
 
     TensorFlow's MatMul gradient computes it as a MatMul with transpose_b, which oneDNN runs much slower
     on CPU (the Nature CNN's 3136x512 layer, and so the whole float32 update; bfloat16 is unchanged).
-    Inputs are 2-D, as both networks feed their dense layers. (docs/performance.md has the timings.)"""
+    Inputs are 2-D, as both networks feed their dense layers. (docs/experiments/performance.md has the timings.)"""
     def gradient(dy):
         return tf.raw_ops.BatchMatMulV2(x=dy, y=kernel, adj_y=True), tf.matmul(x, dy, transpose_a=True)
     return tf.matmul(x, kernel), gradient

@@ -30,7 +30,7 @@ def _scale_noise(x):
 def _normal(n: int, generator: keras.random.SeedGenerator, dtype) -> tf.Tensor:
     """n draws of N(0, 1) from the generator's next seed, with Philox named. `keras.random.normal` leaves the
     algorithm to TensorFlow ("auto_select"), which XLA on CPU lowers to a generator that took longer than
-    a whole plain batch-1 act call (docs/performance.md). The seed is cast as Keras casts it."""
+    a whole plain batch-1 act call (docs/experiments/performance.md). The seed is cast as Keras casts it."""
     seed = tf.cast(tf.math.floormod(generator.next(), tf.int32.max - 1), tf.int32)
     return tf.random.stateless_normal((n,), seed=seed, dtype=dtype, alg="philox")
 
@@ -59,7 +59,7 @@ class NoisyDense(keras.layers.Layer):
 
     Computed as (x @ mu + mu_b) + ((x * f(eps_in)) @ sigma + sigma_b) * f(eps_out), the same sum without the
     p x units noisy weight matrix: forming it on every call cost a batch-1 act call several times the plain
-    network's (docs/performance.md). Outputs agree with the matrix form to float rounding.
+    network's (docs/experiments/performance.md). Outputs agree with the matrix form to float rounding.
 
     Fresh noise on every call with a truthy `training` (also each call inside one traced graph), except in
     a graph traced inside `acting_noise()` by a layer made with `hold_acting_noise`: that reads the noise
@@ -124,7 +124,7 @@ class NoisyDense(keras.layers.Layer):
             f = self.acting_noise.read_value() if held else self._draw()  # f(eps_in), f(eps_out)
             f_in, f_out = tf.cast(f[:p], dtype), tf.cast(f[p:], dtype)
             # The bias noise shares f(eps_out) with the product's: each product then ends in its bias add,
-            # which XLA on CPU fuses into the product at batch 1 (docs/performance.md).
+            # which XLA on CPU fuses into the product at batch 1 (docs/experiments/performance.md).
             noisy = tf.add(matmul(inputs * f_in, tf.cast(self.kernel_sigma, dtype)), tf.cast(self.bias_sigma, dtype))
             x = tf.add(x, noisy * f_out)
         return self.activation(x)

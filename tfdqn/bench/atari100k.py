@@ -38,7 +38,7 @@ from tfdqn.bench.atari100k_scores import (DER, PUBLISHED_IQM, SCORES, drq_eps_me
                                     drq_eps_runs, human_normalized)
 from tfdqn.cli import OneLineErrorParser, number
 from tfdqn.errors import UserError
-from tfdqn.presets import PRESETS
+from tfdqn.config.presets import PRESETS
 from tfdqn.bench.aggregate import improvement_probability, interval_estimates
 from tfdqn.bench.drq_eps_spread import interval_coverage, own_iqm_spread
 from tfdqn.bench.report import run_benchmark, machine, publish_table

@@ -31,7 +31,7 @@ from tfdqn.atomic import atomic_write
 from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
 from tfdqn.extras import require
-from tfdqn.presets import PRESETS
+from tfdqn.config.presets import PRESETS
 from tfdqn.run.run_dir import choose_run_dir
 from tfdqn.run.signals import exit_code
 from tfdqn.bench.windows import steady_state, window_series

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
+import datetime
 import logging
 import os
 import pathlib
@@ -23,7 +24,7 @@ import sys
 import threading
 import time
 
-from tfdqn.provenance import provenance
+from tfdqn.run.provenance import code_now, provenance
 from tfdqn.bench.runkey import RunKey, check_folder
 from tfdqn.errors import UserError, one_line
 from tfdqn.extras import require
@@ -97,23 +98,33 @@ def train_to_end(planned: PlannedRun, cpus: float, collect) -> dict:
     figures. Runs in a worker thread here or as a Ray task on a cluster node."""
     run_dir = planned.run_dir
     check_folder(run_dir, planned.key)
-    starts, code, began = [], 0, time.time()
+    starts, stretches, code, began = [], [], 0, time.time()
     log = run_dir.parent / f"{run_dir.name}.log"
     if finished(run_dir) is None:
         run_dir.parent.mkdir(parents=True, exist_ok=True)
         for _ in range(1 + KILLED_RETRIES):
             command, start = train_command(run_dir, planned.arguments)
             starts.append(start)
+            stretches.append(stretch(start))
             print(f"{planned.what}: {start}, log {log}\n", end="", flush=True)  # one write: runs start in threads
             code = _run_process(command, log, thread_environment(cpus))
             if code >= 0:  # an exit of its own (0, or a one-line error); negative: a signal killed it
                 break
         check_folder(run_dir, planned.key)  # the run trained the recipe it is recorded as
-    outcome = {"exit_code": code, "starts": starts, "host": socket.gethostname(), "log": str(log),
+    outcome = {"exit_code": code, "starts": starts, "stretches": stretches, "host": socket.gethostname(),
+               "log": str(log),
                "worker_unix_span": [round(began, 3), round(time.time(), 3)]}  # when its worker began and ended
     if code != 0:
         return {**outcome, "last_line": _last_line(log)}
     return {**outcome, **code_of(run_dir), **collect(run_dir, planned.key)}
+
+
+def stretch(start: str) -> dict:
+    """One process's stretch of a run as it starts: how (`starts`' text), when, and the commit it imports and
+    whether the tree had changes, read now rather than from this process's cached provenance: a sweep lasts
+    hours, and a commit made meanwhile is what its later processes train."""
+    now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    return {"start": start, "began": now, **code_now()}
 
 
 def _last_line(log: pathlib.Path) -> str:
@@ -238,7 +249,7 @@ def _run_on_ray(planned, placement: Placement, collect, on_finished, recorded_se
             try:
                 outcome = ray.get(ready)
             except ray.exceptions.RayError as error:
-                outcome = {"exit_code": 1, "starts": [], "log": "-", "last_line": one_line(error)}
+                outcome = {"exit_code": 1, "starts": [], "stretches": [], "log": "-", "last_line": one_line(error)}
             failed = _finish(run, outcome, on_finished) or failed
         return failed
     finally:

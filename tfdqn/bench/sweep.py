@@ -75,7 +75,8 @@ def settle(record: Record, planned: list[PlannedRun], entry, collect, where: Pla
     ended = [run for run in todo
              if finished(run.run_dir) is not None or (stopped_too and stopped(run.run_dir) is not None)]
     for run in ended:
-        record.put(entry(run, {"starts": [], "host": None, **code_of(run.run_dir), **collect(run.run_dir, run.key)}))
+        read_back = {"starts": [], "stretches": [], "host": None}  # trained before this sweep: its stretches unknown
+        record.put(entry(run, {**read_back, **code_of(run.run_dir), **collect(run.run_dir, run.key)}))
     if report_only:
         return 0
     return run_all([run for run in todo if run not in ended], where, collect,

@@ -32,7 +32,7 @@ from tfdqn import config as config_lib
 from tfdqn.atomic import atomic_write
 from tfdqn.cli import OneLineErrorParser, number
 from tfdqn.errors import UserError
-from tfdqn.presets import PRESETS
+from tfdqn.config.presets import PRESETS
 from tfdqn.run.csv_log import read_evaluations
 from tfdqn.run.run_dir import read_summary
 from tfdqn.bench import sweep

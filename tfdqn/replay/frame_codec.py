@@ -1,9 +1,9 @@
 """Lossless codecs for single replay frames: `replay.compression` names one.
 
 Each frame is compressed on its own, so any slot decodes without its neighbours and a stack is rebuilt
-from decoded frames exactly as from raw ones (docs/replay.md). zstd keeps the smaller codes, lz4 decodes
+from decoded frames exactly as from raw ones (docs/experiments/replay.md). zstd keeps the smaller codes, lz4 decodes
 faster. A codec decodes into a row of the caller's array (`decode_into`): a batch of 224 frames decoded to
-bytes objects first, then copied, spent more time in the allocator than in decoding (docs/replay.md).
+bytes objects first, then copied, spent more time in the allocator than in decoding (docs/experiments/replay.md).
 
 A codec object holds a compression and a decompression context, neither safe to share between threads:
 each thread that encodes or decodes makes its own with `make_codec`. A codec's library is imported when

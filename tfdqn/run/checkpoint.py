@@ -46,9 +46,9 @@ import tensorflow as tf
 from tfdqn.agent.agent import Agent
 from tfdqn.atomic import atomic_write, write_json
 from tfdqn.errors import RunFailure, UserError, one_line
-from tfdqn.run.markers import complete_steps, installed_versions, marker_path, marker_record, written_by
+from tfdqn.run.markers import (BEST_FILE, complete_steps, installed_versions, marker_path, marker_record, read_best,
+                                written_by)
 from tfdqn.replay.ring import OPTIONAL_COUNTERS, ReplayRing
-from tfdqn.sources import BEST_FILE, read_best
 
 # What reading a damaged or missing checkpoint file raises, from TensorFlow's reader, NumPy, JSON or
 # pickle. (An OSError with an errno other than ENOENT, or TensorFlow's equivalent, is the disk's doing:

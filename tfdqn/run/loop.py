@@ -16,10 +16,10 @@ import time
 from tfdqn.atomic import write_json
 from tfdqn.config import DQNConfig
 from tfdqn.errors import RunFailure
-from tfdqn.provenance import provenance
 from tfdqn.run.build import Run, build_run
 from tfdqn.run.cadence import no_update_reason
 from tfdqn.run.collectors import CollectionStopped, CollectorFailure
+from tfdqn.run.provenance import provenance
 from tfdqn.run.summary import final_evaluation_plan, finish, summarize
 
 

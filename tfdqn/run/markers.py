@@ -1,5 +1,5 @@
-"""Checkpoint completion markers, readable without TensorFlow (the command line checks a run folder
-before starting TensorFlow; checkpoint.py writes and reads the same names).
+"""Checkpoint completion markers and the best checkpoint's record, readable without TensorFlow (the command
+line checks a run folder before starting TensorFlow; checkpoint.py writes and reads the same names).
 
 A marker also records the versions that wrote its checkpoint, so a checkpoint that names a class an
 upgrade moved can say which versions read it."""
@@ -12,6 +12,7 @@ import platform
 import re
 
 _MARKER = re.compile(r"ckpt-(\d+)\.complete")
+BEST_FILE = "best.json"  # in checkpoints/: env step and returns of the best checkpoint, written last
 # The distributions whose classes a checkpoint's pickled state or TensorFlow objects can name.
 RECORDED_DISTRIBUTIONS = ("tfdqn", "gymnasium", "ale-py", "numpy", "tensorflow", "keras")
 
@@ -53,3 +54,9 @@ def written_by(directory: pathlib.Path, env_steps: int) -> dict[str, str] | None
         return json.loads(marker_path(directory, env_steps).read_text()).get("versions")
     except (OSError, ValueError, AttributeError):
         return None
+
+
+def read_best(checkpoints: pathlib.Path) -> dict | None:
+    """The best checkpoint's record ({"env_steps", "return_mean", "returns"}), or None if none was kept."""
+    path = pathlib.Path(checkpoints) / BEST_FILE
+    return json.loads(path.read_text()) if path.is_file() else None

@@ -94,7 +94,7 @@ def _ring_arguments(config: DQNConfig, spec: EnvSpec) -> dict:
 
 def _least_slots(config: DQNConfig) -> int:
     """Transitions a budget must hold however badly frames compress: a batch and each stream's stacks and
-    look-ahead (config.py's smallest capacity)."""
+    look-ahead (the smallest capacity `tfdqn.config.validation` allows)."""
     return config.replay.batch_size + config.num_streams * (config.env.frame_stack + config.learner.n_step)
 
 

@@ -6,10 +6,10 @@ import time
 
 import numpy as np
 
-from tfdqn.policy import default_policy_dir, export_policy
+from tfdqn.policy.saved_model import default_policy_dir, export_policy
 from tfdqn.run.checkpoint import restore_online
 from tfdqn.run.evaluation import FINAL
-from tfdqn.sources import read_best
+from tfdqn.run.markers import read_best
 
 
 def _round(value, digits: int):

@@ -2,8 +2,8 @@
 periodic evaluations are reported to Optuna as they land in its `evaluations.csv`, so the pruner can stop
 it (a stop signal: the run saves a checkpoint and ends as a stopped run does).
 
-The run is a child process that dies with its worker (Linux's parent-death signal, `tfdqn.parent_death`), so a
-worker killed with SIGKILL leaves no run behind; its trial is then marked failed by the study's heartbeat.
+The run is a child process that dies with its worker (Linux's parent-death signal, `parent_death`), so a worker
+killed with SIGKILL leaves no run behind; its trial is then marked failed by the study's heartbeat.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from tfdqn.parent_death import child_environment
+from tfdqn.tuning.parent_death import child_environment
 from tfdqn.run import csv_log
 from tfdqn.tuning.search_space import Param, as_set
 

@@ -7,18 +7,16 @@ Both kinds hold the run's `config.yaml`, so whoever reads them can rebuild the e
 from __future__ import annotations
 
 import dataclasses
-import json
 import pathlib
 
 from tfdqn.errors import UserError
-from tfdqn.run.markers import complete_steps
+from tfdqn.run.markers import complete_steps, read_best
 
-BEST_FILE = "best.json"  # in checkpoints/: env step and returns of the best checkpoint, written last
 POLICY_FILE = "policy.json"  # in a policy folder: what the SavedModel takes and where it came from
 
 
 @dataclasses.dataclass(frozen=True)
-class Source:
+class NetworkLocation:
     path: pathlib.Path
     checkpoint: str | int | None  # "latest", "best" or an env step; None for a policy folder
 
@@ -35,14 +33,8 @@ class Source:
         return self.path / "checkpoints"
 
 
-def read_best(checkpoints: pathlib.Path) -> dict | None:
-    """The best checkpoint's record ({"env_steps", "return_mean", "returns"}), or None if none was kept."""
-    path = pathlib.Path(checkpoints) / BEST_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
-
-
-def find_source(path, checkpoint: str | int | None = None, policies: bool = True,
-                what: str = "RUN_DIR", flag: str = "--checkpoint") -> Source:
+def locate_network(path, checkpoint: str | int | None = None, policies: bool = True,
+                   what: str = "RUN_DIR", flag: str = "--checkpoint") -> NetworkLocation:
     """Check `path` and `checkpoint` (None: the newest) and name what is allowed if they do not fit;
     `what` and `flag` are the names the caller's user knows them by."""
     path = pathlib.Path(path)
@@ -55,9 +47,9 @@ def find_source(path, checkpoint: str | int | None = None, policies: bool = True
         if checkpoint is not None:
             raise UserError(f"{flag} {checkpoint} chooses a checkpoint of a run folder, but {path} is a policy "
                             f"folder (one network); allowed: no {flag}")
-        return Source(path, None)
+        return NetworkLocation(path, None)
     if checkpoint is None or checkpoint == "latest":
-        return Source(path, "latest")
+        return NetworkLocation(path, "latest")
     steps = complete_steps(path / "checkpoints")
     has_best = read_best(path / "checkpoints") is not None
     allowed = ", ".join(["latest", *(["best"] if has_best else []), *map(str, sorted(steps))])
@@ -65,10 +57,10 @@ def find_source(path, checkpoint: str | int | None = None, policies: bool = True
         if not has_best:
             raise UserError(f"{flag} best: {path} kept no best checkpoint (one is kept only with run.eval_every "
                             f"> 0); allowed: {allowed}")
-        return Source(path, "best")
+        return NetworkLocation(path, "best")
     step = int(checkpoint) if str(checkpoint).isdigit() else None
     if step is None:
         raise UserError(f"{flag} {checkpoint!r} is not latest, best or an env step; allowed: {allowed}")
     if step not in steps:
         raise UserError(f"{flag} {step} is not a complete checkpoint of {path}; allowed: {allowed}")
-    return Source(path, step)
+    return NetworkLocation(path, step)

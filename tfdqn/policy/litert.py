@@ -13,8 +13,8 @@ import numpy as np
 from tfdqn.envs.observation_layout import ObservationLayout
 from tfdqn.errors import UserError
 from tfdqn.extras import require
-from tfdqn.numpy_policy import NumpyPolicy
-from tfdqn.sources import POLICY_FILE
+from tfdqn.policy.locate import POLICY_FILE
+from tfdqn.policy.numpy_policy import NumpyPolicy
 
 LITERT_FILES = {"float32": "policy.tflite", "int8": "policy-int8.tflite"}  # in a policy folder
 QUANTIZE = ("none", "int8")  # tfdqn export --quantize: int8 adds policy-int8.tflite

@@ -43,10 +43,10 @@ from tfdqn.atomic import write_json
 from tfdqn.envs.make import EnvSpec, make_env
 from tfdqn.envs.observation_layout import ObservationLayout
 from tfdqn.errors import RunFailure, UserError
-from tfdqn.litert_export import write_litert
-from tfdqn.numpy_policy import NumpyPolicy
+from tfdqn.policy.litert_export import write_litert
+from tfdqn.policy.locate import POLICY_FILE, NetworkLocation, locate_network
+from tfdqn.policy.numpy_policy import NumpyPolicy
 from tfdqn.run.checkpoint import restore_online, write_failure
-from tfdqn.sources import POLICY_FILE, Source, find_source
 
 KERAS_FILE = "network.keras"
 
@@ -72,21 +72,21 @@ def build_network(config: config_lib.DQNConfig, spec: EnvSpec) -> keras.Model:
                         layout=spec.layout)
 
 
-def restore_weights(source: Source, network: keras.Model) -> int:
-    """Load the weights `source` names into `network` (built from the source's config); returns the
-    env step they were saved at."""
-    if source.is_policy:
-        network.load_weights(source.path / KERAS_FILE)
-        return json.loads((source.path / POLICY_FILE).read_text())["env_steps"]
-    return restore_online(source.checkpoints, network, source.checkpoint)
+def restore_weights(location: NetworkLocation, network: keras.Model) -> int:
+    """Load the weights at `location` into `network` (built from the config there); returns the env step
+    they were saved at."""
+    if location.is_policy:
+        network.load_weights(location.path / KERAS_FILE)
+        return json.loads((location.path / POLICY_FILE).read_text())["env_steps"]
+    return restore_online(location.checkpoints, network, location.checkpoint)
 
 
-def restore_network(source: Source) -> tuple[config_lib.DQNConfig, EnvSpec, keras.Model, int]:
-    """The source's config, env spec, float32 network with its weights, and their env step."""
-    config = config_lib.build_config([source.config_file], {})
+def restore_network(location: NetworkLocation) -> tuple[config_lib.DQNConfig, EnvSpec, keras.Model, int]:
+    """The config at `location`, its env spec, the float32 network with its weights, and their env step."""
+    config = config_lib.build_config([location.config_file], {})
     spec = env_spec(config)
     network = build_network(config, spec)
-    return config, spec, network, restore_weights(source, network)
+    return config, spec, network, restore_weights(location, network)
 
 
 def serving_function(network: keras.Model, spec: EnvSpec,
@@ -100,7 +100,8 @@ def serving_function(network: keras.Model, spec: EnvSpec,
         return _encoded_serving_function(network, spec.layout, masked)
     shape = spec.env_observation_shape
     observation = tf.TensorSpec([None, *shape], tf.as_dtype(spec.frame_dtype), name="observation")
-    order = [0, *range(1, len(shape) - 2), len(shape), len(shape) - 2, len(shape) - 1]  # [..., H, W, C] -> [..., C, H, W]
+    # [..., H, W, C] -> [..., C, H, W]
+    order = [0, *range(1, len(shape) - 2), len(shape), len(shape) - 2, len(shape) - 1]
 
     @tf.function(input_signature=[observation], autograph=False)
     def serve(observation):
@@ -175,6 +176,16 @@ def export_policy(network: keras.Model, config: config_lib.DQNConfig, spec: EnvS
             **lite}
 
 
+def export_checkpoint(location: NetworkLocation, out: pathlib.Path | None = None,
+                      litert: tuple[str, int] | None = None) -> dict:
+    """Export the run's checkpoint at `location` as a policy folder (`out`, default `default_policy_dir`);
+    returns `export_policy`'s report with the run folder, the checkpoint and its env step."""
+    out = pathlib.Path(out) if out is not None else default_policy_dir(location.path, location.checkpoint)
+    config, spec, network, env_steps = restore_network(location)
+    report = export_policy(network, config, spec, out, location.path, location.checkpoint, env_steps, litert)
+    return {"run_dir": str(location.path), "checkpoint": location.checkpoint, "env_steps": env_steps, **report}
+
+
 def _replace_folder(build: pathlib.Path, out: pathlib.Path) -> None:
     """Sync every file of `build` to disk, then rename it to `out`. A previous `out` is renamed aside
     first and deleted after (a folder cannot be renamed over a full one): between the two renames,
@@ -201,7 +212,8 @@ class Policy(NumpyPolicy):
         self._function = function  # a concrete function: observation (or its parts) -> {"action", "q_values"}
         self._holder = holder  # owns the function's variables, which must live as long as it is called
         spec = tf.nest.flatten(function.structured_input_signature)[0]  # `observation` (with no layout)
-        shape, dtype = ((layout.width,), np.uint8) if layout is not None else (spec.shape[1:], spec.dtype.as_numpy_dtype)
+        shape, dtype = (((layout.width,), np.uint8) if layout is not None
+                        else (spec.shape[1:], spec.dtype.as_numpy_dtype))
         super().__init__(tuple(shape), dtype, int(function.structured_outputs["q_values"].shape[-1]), env_id, env_steps,
                          seed, layout)
 
@@ -214,13 +226,13 @@ class Policy(NumpyPolicy):
 def load_policy(path, checkpoint: str | int = "latest", seed: int | None = None) -> Policy:
     """The policy of a run folder (its checkpoint "latest", "best" or an env step) or of a policy folder
     written by the export (its SavedModel, as plain TensorFlow would load it)."""
-    source = find_source(path, None if checkpoint == "latest" else checkpoint, what="path", flag="checkpoint")
-    if source.is_policy:
-        loaded = tf.saved_model.load(str(source.path))
-        about = json.loads((source.path / POLICY_FILE).read_text())
+    location = locate_network(path, None if checkpoint == "latest" else checkpoint, what="path", flag="checkpoint")
+    if location.is_policy:
+        loaded = tf.saved_model.load(str(location.path))
+        about = json.loads((location.path / POLICY_FILE).read_text())
         layout = about.get("observation_layout")
         return Policy(loaded.signatures["serving_default"], loaded, about["env_id"], about["env_steps"], seed,
                       None if layout is None else ObservationLayout.from_config(layout))
-    config, spec, network, env_steps = restore_network(source)
+    config, spec, network, env_steps = restore_network(location)
     function = serving_function(network, spec, config.env.mask_actions).get_concrete_function()
     return Policy(function, network, spec.env_id, env_steps, seed, spec.layout)

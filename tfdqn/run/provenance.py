@@ -11,8 +11,9 @@ import subprocess
 import tfdqn
 
 
-@functools.cache
-def _taken() -> dict:
+def code_now() -> dict:
+    """The version, commit and tree state as they are at this call, not cached: what a process started now from
+    this checkout imports (a benchmark takes it as it starts each training process, one per stretch of a run)."""
     source = pathlib.Path(tfdqn.__file__).resolve().parent.parent
     facts = {"tfdqn_version": tfdqn.__version__, "commit": None}
     try:
@@ -24,6 +25,9 @@ def _taken() -> dict:
     if commit.returncode == 0 and changes.returncode == 0:
         facts.update(commit=commit.stdout.strip(), commit_had_changes=bool(changes.stdout.strip()))
     return facts
+
+
+_taken = functools.cache(code_now)
 
 
 def provenance() -> dict:

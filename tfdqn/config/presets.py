@@ -8,8 +8,8 @@ published hyperparameters where they apply: on Atari, where they were tuned. For
 cannot apply is adapted, each adaptation saying why: no frames to shift, no reward clipping (so a
 categorical support wide enough for unclipped returns). `--print-config` shows every value's origin: for a
 published preset the file and line (or the paper's table) each value comes from, then the differences from the
-reference run that remain (`Preset.differences`, which docs/atari.md lists too). tests/test_preset_sources.py
-holds every key of a published preset's resolved config to its source or to that list.
+reference run that remain (`Preset.differences`, which docs/reference/presets.md lists too).
+tests/test_preset_sources.py holds every key of a published preset's resolved config to its source or to that list.
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ class Preset:
         return settings
 
     def differences_text(self, name: str) -> str:
-        """The differences from the reference run as YAML comments, for `--print-config` (docs/atari.md lists
-        the same lines)."""
+        """The differences from the reference run as YAML comments, for `--print-config` (docs/reference/presets.md
+        lists the same lines)."""
         if not self.differences:
             return ""
         lines = [f"# differences of --preset {name} from the reference run ({self.source}):"]
@@ -271,7 +271,7 @@ def _iqn(binding: str, line: int, value) -> Cited:
 
 _PRIORITIES = "labs/atari_100k/atari_100k_rainbow_agent.py:221 priorities sqrt(loss + 1e-10)"
 _WEIGHTS = "labs/atari_100k/atari_100k_rainbow_agent.py:190-191 weights 1 / sqrt(p), over their maximum"
-# tfdqn's own recipes for a 2-core CPU (docs/atari.md), chosen by measured sweeps for time to a score.
+# tfdqn's own recipes for a 2-core CPU (docs/experiments/atari.md), chosen by measured sweeps for time to a score.
 # Prioritized replay and a dueling head as RLlib's tuned Pong DQN (T5 in the Pong sweep: ahead of T4b, which had
 # neither, from 125,000 agent steps).
 _CPU_COMPONENTS = {"learner.n_step": 3, "learner.double_dqn": True, "network.dueling": True,
@@ -458,12 +458,13 @@ PRESETS = {
                      Difference("initial weights", "uniform in +-3^(1/4) / sqrt(fan_in) (variance_scaling 1/sqrt(3), "
                                 "fan_in)", "Glorot uniform, +-sqrt(6 / (fan_in + fan_out)), as every tfdqn network",
                                 "not measured"))),
-    "atari_cpu": Preset("tfdqn's sweep for time to a score on a 2-core CPU (docs/atari.md: Pong)",
+    "atari_cpu": Preset("tfdqn's sweep for time to a score on a 2-core CPU (docs/experiments/atari.md: Pong)",
                         components=_CPU_COMPONENTS, atari=_CPU_ATARI, vector={}),
     # Breakout: IQN's loss at 8 fractions and the IMPALA network, with Dopamine's 1M replay, epsilon schedule and
-    # update period, on atari_cpu's other settings (T9 in docs/atari.md's Breakout sweep, the recipe it recorded)
+    # update period, on atari_cpu's other settings (T9 in docs/experiments/atari.md's Breakout sweep, the recipe it
+    # recorded)
     "iqn_impala_cpu": Preset(
-        "tfdqn's sweep for time to a score on a 2-core CPU (docs/atari.md: Breakout, T9)",
+        "tfdqn's sweep for time to a score on a 2-core CPU (docs/experiments/atari.md: Breakout, T9)",
         components={**_CPU_COMPONENTS, "learner.loss": "implicit_quantile", "learner.num_tau_samples": 8,
                     "learner.num_tau_prime_samples": 8, "learner.num_quantile_samples": 8},
         atari={**_CPU_ATARI, "network.kind": "impala", "replay.capacity": 1_000_000,

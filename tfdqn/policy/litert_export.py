@@ -17,7 +17,7 @@ from tfdqn import config as config_lib
 from tfdqn.agent.legal_actions import masked_q_numpy
 from tfdqn.envs.make import EnvSpec, make_env
 from tfdqn.errors import UserError
-from tfdqn.litert_policy import LITERT_FILES, QUANTIZE, LiteRTPolicy
+from tfdqn.policy.litert import LITERT_FILES, QUANTIZE, LiteRTPolicy
 from tfdqn.run.evaluation import play_steps
 
 PLAY_EPSILON = 0.1  # random actions while collecting observations, so they cover more than one trajectory
@@ -47,7 +47,7 @@ def play_observations(config: config_lib.DQNConfig, spec: EnvSpec, network: kera
 
 def convert(serve: tf.types.experimental.GenericFunction, network: keras.Model, quantize: str = "none",
             representative: np.ndarray | None = None) -> bytes:
-    """`serve` (policy.serving_function of `network`) as a LiteRT flatbuffer of builtin ops only; int8
+    """`serve` (`saved_model.serving_function` of `network`) as a LiteRT flatbuffer of builtin ops only; int8
     calibrates its activations on `representative` observations. The converter freezes the variables it finds
     on the object it is given: handed the Keras model, it finds none of Keras 3's and leaves READ_VARIABLE
     ops that fail at run time, so it is handed the network's TensorFlow variables themselves."""
@@ -96,8 +96,8 @@ def write_litert(build: pathlib.Path, serve, network: keras.Model, config: confi
     if quantize not in QUANTIZE:
         raise UserError(f"--quantize {quantize!r}; allowed: {', '.join(QUANTIZE)}")
     if quantize == "int8" and spec.layout is not None:  # its int8 model agreed with the network on half the actions
-        raise UserError(f"--quantize int8 takes a policy of Box observations; {spec.env_id}'s are {spec.layout.nesting} "
-                        f"parts; allowed: --quantize none (float32 LiteRT)")
+        raise UserError(f"--quantize int8 takes a policy of Box observations; {spec.env_id}'s are "
+                        f"{spec.layout.nesting} parts; allowed: --quantize none (float32 LiteRT)")
     checked = play_observations(config, spec, network, observations, seed)
     report = {}
     for kind in ("float32", *(["int8"] if quantize == "int8" else [])):

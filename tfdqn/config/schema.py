@@ -1,0 +1,318 @@
+"""The run configuration's schema: frozen dataclasses, one per section, whose fields carry their type, default and
+a one-line doc with the unit; those docs are the command-line help and the configuration reference."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import typing
+
+from tfdqn.errors import UserError
+
+
+class EnvKwargs(tuple):
+    """`env.kwargs`: the keyword arguments for `gymnasium.make`, as (name, value) pairs sorted by name, so the
+    frozen config stays hashable; a mapping in YAML, config.yaml and the run hash. Values are YAML scalars or
+    lists of them."""
+
+    @classmethod
+    def of(cls, mapping: dict) -> "EnvKwargs":
+        return cls(sorted((name, _frozen(value)) for name, value in mapping.items()))
+
+    def as_dict(self) -> dict:
+        return {name: list(value) if isinstance(value, tuple) else value for name, value in self}
+
+
+def _frozen(value):
+    return tuple(value) if isinstance(value, list) else value
+
+
+def _field(default, doc: str):
+    """A dataclass field whose doc (unit included) is shown by `--help`."""
+    if isinstance(default, EnvKwargs):
+        return dataclasses.field(default_factory=EnvKwargs, metadata={"doc": doc})
+    if isinstance(default, (list, tuple)):
+        return dataclasses.field(default_factory=lambda: tuple(default), metadata={"doc": doc})
+    return dataclasses.field(default=default, metadata={"doc": doc})
+
+
+@dataclasses.dataclass(frozen=True)
+class EnvConfig:
+    id: str = _field("CartPole", "environment: short name (CartPole, Breakout, any ALE game) or gymnasium id")
+    frame_stack: int = _field(1, "frames per observation (Atari: 4, Mnih et al. 2015)")
+    noop_max: int = _field(30, "Atari: no-op start, a random number of NOOP emulator frames (not agent steps) "
+                               "before each new game, uniform in 0..noop_max, with one env and with vector envs "
+                               "alike; 0: none")
+    frame_skip: int = _field(4, "Atari: emulator frames per agent step, max over the last two (Mnih et al. 2015)")
+    screen_size: int = _field(84, "Atari: square grayscale frame side in pixels (Mnih et al. 2015)")
+    terminal_on_life_loss: bool = _field(True, "Atari: a lost life ends the episode for learning only "
+                                               "(Mnih et al. 2015)")
+    fire_on_reset: bool = _field(True, "Atari: press FIRE to start each life in games that need it "
+                                       "(OpenAI Baselines)")
+    repeat_action_probability: float = _field(0.25, "Atari: sticky-action probability per emulator frame "
+                                                    "(Machado et al. 2018)")
+    max_episode_frames: int = _field(108_000, "Atari: emulator frames a game may run after its no-op start before "
+                                              "it is truncated (108,000: 30 min at 60 Hz)")
+    step_delay_ms: float = _field(0.0, "milliseconds each env step waits without using the CPU, as a simulator "
+                                       "behind a socket would (tools/bench_actors.py); 0: none")
+    kwargs: EnvKwargs = _field(EnvKwargs(), "keyword arguments for gymnasium.make: --set env.kwargs.NAME=VALUE "
+                                            "(CarRacing-v3: env.kwargs.continuous=false) or a kwargs mapping in a "
+                                            "config file's env section")
+    action_mask: str = _field("auto", "where the legal-action mask comes from: auto (a Dict observation's action_mask "
+                                      "entry, else info['action_mask'] where the env gives one), none, info:KEY or "
+                                      "observation:KEY")
+    mask_actions: bool = _field(True, "act and the target choose among legal actions only (env.action_mask); false: "
+                                      "the mask is only read, to count illegal actions (charts/illegal_actions)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplayConfig:
+    capacity: int = _field(50_000, "replay size in transitions")
+    batch_size: int = _field(64, "transitions per gradient update")
+    device: str = _field("host", "where transitions live: host (NumPy ring; faster on CPU-only machines, "
+                                 "docs/experiments/performance.md) or accelerator (tf.Variable storage, sampled "
+                                 "inside the update graph)")
+    compression: str = _field("none", "host replay: each frame's lossless codec, none, zstd or lz4 (the same run bit "
+                                      "for bit; docs/experiments/replay.md)")
+    prefetch: bool = _field(False, "host replay: draw the next update's batches as this one's go to the update and "
+                                   "assemble them (decode, stack, n-step sums) in a second thread while it runs; "
+                                   "batches are then drawn one update early (docs/experiments/replay.md)")
+    memory_budget_gib: float = _field(0.0, "with compression: the most memory the replay may take, GiB (its records "
+                                           "up front and the frames it holds); frames that compress worse cost "
+                                           "transitions held, never memory. 0: the raw ring's size, or half the "
+                                           "memory available at start if that is less")
+    sampler: str = _field("uniform", "how batches are drawn: uniform, or prioritized (proportional to priority^alpha "
+                                     "with importance weights, Schaul et al. 2016)")
+    priority_exponent: float = _field(0.6, "prioritized: alpha, how strongly priorities skew sampling (0: uniform; "
+                                           "Schaul et al. 2016 use 0.6, Rainbow 0.5)")
+    importance_exponent: float = _field(0.4, "prioritized: beta at env step 0 of the importance weights "
+                                             "(N P(i))^-beta / max (Schaul et al. 2016)")
+    importance_exponent_end: float = _field(1.0, "prioritized: beta reached linearly at run.total_steps (1: full "
+                                                 "correction, Schaul et al. 2016)")
+    priority_epsilon: float = _field(1e-6, "prioritized: added to |TD error| (or the per-sample loss) so no "
+                                           "transition's priority is 0")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    kind: str = _field("auto", "network: auto (for uint8 images nature_cnn from 36 pixels a side, small_cnn "
+                               "below; else mlp), mlp, nature_cnn, small_cnn (for 42x42 frames) or impala "
+                               "(Espeholt et al. 2018's residual network, as Dopamine's ImpalaDQNNetwork: 84x84 or "
+                               "42x42 frames)")
+    hidden_sizes: tuple = _field((256, 256), "mlp: units per hidden layer")
+    dueling: bool = _field(False, "dueling head: Q = V + A - mean(A), value and advantage streams (Wang et al. 2016)")
+    noisy: bool = _field(False, "noisy linear layers after the body, factorised Gaussian noise (Fortunato et al. "
+                                "2018; when acting draws it: noise_refresh); exploration epsilon then defaults to 0")
+    noisy_sigma0: float = _field(0.5, "noisy: initial noise scale sigma0 / sqrt(inputs) (Fortunato et al. 2018: 0.5; "
+                                      "data-efficient Rainbow, van Hasselt et al. 2019: 0.1)")
+    noise_refresh: str = _field("call", "noisy: when acting draws its noise: call (every act call, as Dopamine's "
+                                        "agents) or update (once after every update, held in between, as Fortunato "
+                                        "et al. 2018 section 3.1; the act call then draws nothing, and the warm-up "
+                                        "redraws it every training_interval env steps); updates draw on every call "
+                                        "either way. A rule makes it update where allowed (inline actors, act_device "
+                                        "auto) unless set")
+    conv_padding: str = _field("valid", "nature_cnn: convolution padding, valid (Mnih et al. 2015: a 7x7x64 map from "
+                                        "84x84 frames) or same (Dopamine's Atari-100k network: 11x11x64)")
+
+
+@dataclasses.dataclass(frozen=True)
+class LearnerConfig:
+    gamma: float = _field(0.99, "discount per agent step")
+    optimizer: str = _field("adam", "optimizer: adam or rmsprop")
+    learning_rate: float = _field(1e-3, "optimizer step size")
+    learning_rate_end: float = _field(0.0, "step size reached by a linear decay over learning_rate_decay_updates")
+    learning_rate_decay_updates: int = _field(0, "gradient updates over which the step size falls linearly from "
+                                                 "learning_rate to learning_rate_end, then stays; 0: constant")
+    adam_epsilon: float = _field(1e-7, "optimizer epsilon (numerical floor of the denominator)")
+    double_dqn: bool = _field(True, "select the next action with the online net, value it with the target net")
+    huber_delta: float = _field(1.0, "TD error beyond which the loss grows linearly")
+    max_grad_norm: float = _field(10.0, "global gradient-norm clip; 0 turns clipping off")
+    target_update_period: int = _field(500, "gradient updates between target-network copies")
+    target_update_phase: int = _field(0, "updates counted as made before the first, for the copy's period: a copy "
+                                         "follows update u where (u + phase) is a multiple of the period (Dopamine "
+                                         "counts its period in agent steps from step 0: learning_starts / "
+                                         "training_interval)")
+    clip_rewards: bool = _field(False, "clip each reward to its sign for the loss, before n-step sums (logged "
+                                       "returns stay raw; Mnih et al. 2015)")
+    n_step: int = _field(1, "rewards summed before bootstrapping: gamma^j-weighted over up to n steps of the "
+                            "episode (Hessel et al. 2018 use 3)")
+    loss: str = _field("huber", "huber (DQN, Mnih et al. 2015), categorical (C51, Bellemare et al. 2017), "
+                                "quantile (QR-DQN, Dabney et al. 2018) or implicit_quantile (IQN, Dabney et al. "
+                                "2018)")
+    num_atoms: int = _field(51, "categorical: atoms of the return distribution (Bellemare et al. 2017)")
+    v_min: float = _field(-10.0, "categorical: lowest atom, in return units (Bellemare et al. 2017)")
+    v_max: float = _field(10.0, "categorical: highest atom, in return units (Bellemare et al. 2017)")
+    num_quantiles: int = _field(200, "quantile: quantiles of the return distribution (Dabney et al. 2018)")
+    num_tau_samples: int = _field(64, "implicit_quantile: N, fractions sampled for the online quantiles of each "
+                                      "sample")
+    num_tau_prime_samples: int = _field(64, "implicit_quantile: N', fractions sampled for the target quantiles")
+    num_quantile_samples: int = _field(32, "implicit_quantile: K, fixed fractions (2k + 1) / 2K whose quantiles' "
+                                           "mean is the Q that acting, evaluation and export read")
+    quantile_embedding_dim: int = _field(64, "implicit_quantile: cosines cos(pi i tau), i = 1..n, embedding each "
+                                             "fraction")
+    augment_pad: int = _field(0, "image observations: random shift, replicate-pad this many pixels and crop back, "
+                                 "drawn independently for observation and next observation (DrQ, Kostrikov et "
+                                 "al. 2021: 4); 0: off")
+    augment_intensity: float = _field(0.0, "image observations: intensity noise x * (1 + s * clip(N(0,1), -2, 2)) "
+                                           "per sample (DrQ(epsilon), Agarwal et al. 2021: 0.05); 0: off")
+    munchausen: bool = _field(False, "Munchausen-DQN's target (Vieillard et al. 2020): the target network's "
+                                     "soft value, plus alpha times the clipped tau * log-policy of the action taken; "
+                                     "with loss huber (M-DQN) or implicit_quantile (M-IQN)")
+    munchausen_tau: float = _field(0.03, "munchausen: softmax temperature tau of the target policy (the paper's Atari "
+                                         "value)")
+    munchausen_alpha: float = _field(0.9, "munchausen: scale alpha of the log-policy term (the paper's Atari value)")
+    munchausen_clip: float = _field(-1.0, "munchausen: l0, the lowest the tau * log-policy term may go (the paper's "
+                                          "Atari value; its code's default is -10)")
+
+
+@dataclasses.dataclass(frozen=True)
+class ComputeConfig:
+    # Defaults chosen by tools/bench.py on a 2-core CPU machine; docs/experiments/performance.md has the figures.
+    act_jit_compile: bool = _field(True, "XLA-compile act: faster per call on CPU (docs/experiments/performance.md)")
+    update_jit_compile: bool = _field(False, "XLA-compile the update (not the replay-fed one of replay.device="
+                                             "accelerator, which XLA cannot compile): off here because oneDNN runs "
+                                             "the Nature CNN faster on CPU; on in the classic-control configs")
+    act_device: str = _field("auto", "where act runs: auto (beside the learner) or cpu (act on the CPU while "
+                                     "the learner uses a GPU)")
+    mixed_precision: bool = _field(False, "bfloat16 compute with float32 weights (act on a CPU then runs without "
+                                          "XLA); off because CPUs without bf16 units run it slower")
+    deterministic: bool = _field(False, "TensorFlow's deterministic kernels (enable_op_determinism), so a GPU run "
+                                        "repeats bit for bit; off by default, as it slows GPU kernels")
+
+
+@dataclasses.dataclass(frozen=True)
+class ExplorationConfig:
+    epsilon_start: float = _field(1.0, "random-action probability at env step 0")
+    epsilon_end: float = _field(0.05, "random-action probability after the decay")
+    epsilon_decay_steps: int = _field(10_000, "env steps of linear decay from start to end")
+    epsilon_delay_steps: int = _field(0, "env steps epsilon holds at epsilon_start before its decay begins "
+                                         "(Dopamine's warm-up: the first learning_starts steps)")
+    eval_epsilon: float = _field(0.0, "random-action probability during evaluation")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    total_steps: int = _field(50_000, "env steps to train for")
+    learning_starts: int = _field(1_000, "env steps of acting before the first update")
+    training_interval: float = _field(1.0, "env steps per gradient update; below 1 several updates per env step "
+                                         "(0.25: four)")
+    env_steps_per_round: int = _field(1, "env steps between update rounds: the updates owed by then run together "
+                                  "in fused calls (SB3's train_freq); 1: after every vector step")
+    seed: int = _field(0, "seed of every random number generator in the run")
+    log_every: int = _field(1_000, "env steps between TensorBoard summaries")
+    checkpoint_every: int = _field(10_000, "env steps between checkpoints; 0 saves only at the end")
+    eval_every: int = _field(0, "env steps between periodic evaluations; 0 turns them off")
+    target_return: float = _field(math.inf, "end the run at the first periodic evaluation whose mean return "
+                                            "reaches this, then evaluate and export as at the end; inf: never")
+    eval_episodes: int = _field(5, "episodes per periodic evaluation")
+    final_eval_episodes: int = _field(10, "episodes of the evaluation at the end of the run")
+    num_envs: int = _field(1, "envs stepped together (one act call for all); env steps count across all envs")
+    async_learner: bool = _field(False, "run the learner in its own thread while the envs step, holding "
+                                        "updates at 1 / training_interval of env steps; not bit-reproducible")
+
+
+@dataclasses.dataclass(frozen=True)
+class ActorsConfig:
+    kind: str = _field("inline", "where the envs step: inline (this process, run.num_envs envs), process "
+                                 "(actor processes) or ray (Ray actors, on this machine or a cluster)")
+    count: int = _field(2, "process/ray: actors, each with its own envs and a CPU copy of the network")
+    envs_per_actor: int = _field(1, "process/ray: envs each actor steps together (one act call for all)")
+    weight_sync_period: int = _field(100, "process/ray: gradient updates between sending the weights to the actors")
+    chunk_steps: int = _field(128, "process/ray: vector steps an actor takes per batch of transitions it sends "
+                                        "(fewer, larger messages: Ray adds a few ms per call on a loaded machine)")
+    exploration: str = _field("schedule", "process/ray: schedule (the run's epsilon schedule) or apex (actor i "
+                                          "of N keeps epsilon 0.4^(1 + 7 i / (N - 1)), Horgan et al. 2018)")
+    ray_address: str = _field("", "ray: address of a running Ray cluster (auto: the one this machine joined); "
+                                  "empty: start Ray on this machine")
+    cpus_per_actor: float = _field(1.0, "ray: CPUs the Ray scheduler reserves per actor (spreads actors over a "
+                                        "cluster)")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackingConfig:
+    wandb: bool = _field(False, "send the config and every TensorBoard scalar to a Weights & Biases run (pip install "
+                                "\"tfdqn[wandb]\"; WANDB_MODE=offline keeps it on disk); a resumed run goes on in it")
+    wandb_project: str = _field("tfdqn", "the Weights & Biases project of the run")
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+    env: EnvConfig = dataclasses.field(default_factory=EnvConfig)
+    replay: ReplayConfig = dataclasses.field(default_factory=ReplayConfig)
+    network: NetworkConfig = dataclasses.field(default_factory=NetworkConfig)
+    learner: LearnerConfig = dataclasses.field(default_factory=LearnerConfig)
+    exploration: ExplorationConfig = dataclasses.field(default_factory=ExplorationConfig)
+    run: RunConfig = dataclasses.field(default_factory=RunConfig)
+    compute: ComputeConfig = dataclasses.field(default_factory=ComputeConfig)
+    actors: ActorsConfig = dataclasses.field(default_factory=ActorsConfig)
+    tracking: TrackingConfig = dataclasses.field(default_factory=TrackingConfig)
+
+    @property
+    def num_streams(self) -> int:
+        """Envs whose transitions reach the replay (streams of one shared ring, each episode linked
+        within its stream): run.num_envs in this process, or every actor's envs."""
+        if self.actors.kind == "inline":
+            return self.run.num_envs
+        return self.actors.count * self.actors.envs_per_actor
+
+    @property
+    def steps_per_collect(self) -> int:
+        """Env steps one `collect` adds: a vector step of this process's envs, or of one actor's."""
+        return self.run.num_envs if self.actors.kind == "inline" else self.actors.envs_per_actor
+
+    @classmethod
+    def for_env(cls, env, overrides: dict | None = None) -> DQNConfig:
+        """The config `python -m tfdqn.train --env ENV --set KEY=VALUE ...` runs, for Python callers:
+        `overrides` maps the keys of --set to values, e.g. {"run.total_steps": 3000}. `env` is a name or id as
+        --env takes it, or a registered env made by `gymnasium.make` (or a function that makes one): its id
+        and the keyword arguments it was made with beyond its registration's become env.id and env.kwargs,
+        since every env of the run (vector envs, actors, evaluation, a resume) is made again from them."""
+        settings = dict(overrides or {})
+        if not isinstance(env, str):
+            env_id, kwargs = _made_with(env)
+            settings = {**{f"env.kwargs.{name}": value for name, value in kwargs.items()}, **settings}
+            env = env_id
+        from tfdqn.config.resolution import resolve_config  # resolution builds on this schema
+
+        return resolve_config([], {**settings, "env.id": env})
+
+
+def _made_with(env) -> tuple[str, dict]:
+    """(id, keyword arguments beyond its registration's) of a gymnasium env, or of the env `env()` makes."""
+    import gymnasium
+
+    made = env() if callable(env) and not isinstance(env, gymnasium.Env) else env
+    try:
+        spec = getattr(made, "spec", None)
+        if not isinstance(made, gymnasium.Env) or spec is None or spec.id not in gymnasium.registry:
+            raise UserError(f"env {made!r} was not made by gymnasium.make from a registered id; allowed: an env id, or "
+                            f"an env gymnasium.make made (gymnasium.register your env first)")
+        registered = gymnasium.spec(spec.id).kwargs
+        return spec.id, {name: value for name, value in spec.kwargs.items()
+                         if name not in registered or registered[name] != value}
+    finally:
+        if made is not env:
+            made.close()
+
+
+def field_docs() -> dict[str, str]:
+    """Every dotted key with its doc, in declaration order, for `--help` and error messages."""
+    docs = {}
+    for section in dataclasses.fields(DQNConfig):
+        for f in dataclasses.fields(section_type(section.name)):
+            docs[f"{section.name}.{f.name}"] = f.metadata["doc"]
+    return docs
+
+
+def section_type(name: str) -> type:
+    """The dataclass of a section of DQNConfig (`env` -> EnvConfig)."""
+    return typing.get_type_hints(DQNConfig)[name]
+
+
+def field_type(key: str) -> type:
+    """The type of a dotted config key's value (bool, int, float, str or tuple)."""
+    return _field_type(*key.split("."))
+
+
+def _field_type(section: str, name: str):
+    return typing.get_type_hints(section_type(section))[name]
