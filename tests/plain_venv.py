@@ -1,4 +1,4 @@
-"""Virtual environments that hold a copy of tfdqn installed from this working tree, as a user installs it.
+"""Virtual environments holding tfdqn's wheel, built from this working tree and installed as a user installs it.
 
 Installing TensorFlow and the rest anew would take minutes and a network, so the packages come from this
 interpreter's site-packages: `with_system_packages` sees all of them (the test extra's too); `plain` links in
@@ -8,7 +8,6 @@ matplotlib, rliable, Ray, Optuna and wandb are truly absent there."""
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import os
 import pathlib
 import shutil
@@ -20,7 +19,6 @@ from packaging.requirements import Requirement
 
 from tests.conftest import REPO
 
-BUILD = ("pip", "setuptools", "wheel")  # what the offline, non-isolated build of tfdqn needs in the venv
 
 
 def copy_source(destination: pathlib.Path) -> None:
@@ -60,16 +58,31 @@ def _link_distribution(name: str, site: pathlib.Path) -> None:
             (site / top).symlink_to(root / top)
 
 
+def build_distributions(source: pathlib.Path, out: pathlib.Path) -> tuple[pathlib.Path, pathlib.Path]:
+    """The sdist and the wheel of a release, built as `python -m build` builds them (the wheel from the sdist),
+    offline from this interpreter's setuptools, and held to `twine check --strict`; (sdist, wheel)."""
+    built = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(source)],
+                           capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
+    (sdist,), (wheel,) = sorted(out.glob("*.tar.gz")), sorted(out.glob("*.whl"))
+    checked = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(sdist), str(wheel)],
+                             capture_output=True, text=True, timeout=120)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    return sdist, wheel
+
+
 def _install_tfdqn(venv: pathlib.Path, source: pathlib.Path) -> str:
+    """Installs the wheel built from `source`, as a user installs a release."""
+    _, wheel = build_distributions(source, venv.parent / f"{venv.name}-dist")
     python = str(venv / "bin" / "python")
-    install = subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index",
-                              str(source)], capture_output=True, text=True, timeout=300)
+    install = subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-index", str(wheel)],
+                             capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stdout + install.stderr
     return python
 
 
 def with_system_packages(root: pathlib.Path) -> pathlib.Path:
-    """A venv seeing this interpreter's packages, with tfdqn built from a copy of the tree; its folder."""
+    """A venv seeing this interpreter's packages, with tfdqn's wheel built from a copy of the tree; its folder."""
     source, venv = root / "source", root / "venv"
     copy_source(source)
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True)
@@ -83,8 +96,7 @@ def plain(root: pathlib.Path) -> pathlib.Path:
     copy_source(source)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     site = pathlib.Path(sysconfig.get_path("purelib", vars={"base": str(venv), "platbase": str(venv)}))
-    build = {name for name in BUILD if importlib.util.find_spec(name) is not None}  # wheel: older setuptools only
-    for name in sorted(requirement_closure("tfdqn") | build):
+    for name in sorted(requirement_closure("tfdqn") | {"pip"}):  # pip installs the wheel there
         _link_distribution(name, site)
     _install_tfdqn(venv, source)
     return venv

@@ -72,7 +72,7 @@ def test_breakout_trains_and_evaluates_with_video(tmp_path, run_cmd):
     capture = cv2.VideoCapture(str(video))
     frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
     ok, first = capture.read()
-    # The 210x160 screen scaled 3x, with the 32-pixel caption strip under it (tfdqn.video).
+    # The 210x160 screen scaled 3x, with the 32-pixel caption strip under it (tfdqn.policy.video).
     assert ok and first.shape == (3 * 210 + 32, 3 * 160, 3) and frames == report["video_frames"] > 10
 
 
@@ -95,7 +95,7 @@ def test_a_run_with_compressed_frames_is_the_same_run(tmp_path):
     assert [s["replay_compression"] for s in summaries] == ["none", "zstd"] and summaries[1]["replay_fewest_held"] is None
     assert summaries[1]["replay_slots_held"] == summaries[1]["replay_slots_filled"] > 400
     assert summaries[0]["replay_memory_bytes"] == summaries[0]["replay_bytes"]  # raw: all of it up front
-    # Pong's frames: about 180 bytes each with zstd (docs/replay.md), beside 50 per slot of records up front
+    # Pong's frames: about 180 bytes each with zstd (docs/experiments/replay.md), beside 50 per slot of records up front
     assert summaries[1]["replay_memory_bytes"] / summaries[1]["replay_slots_filled"] < 1000
 
 

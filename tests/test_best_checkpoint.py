@@ -1,5 +1,5 @@
 """The best checkpoint: kept only when the mean evaluation return improves, written last-marker-first,
-kept by the pruning of newer checkpoints and across a resume; and the README's "Use a trained agent"
+kept by the pruning of newer checkpoints and across a resume; and the deployment page's "Use a trained agent"
 commands, run as written on a real run, evaluate the same games `load_policy` plays."""
 
 import json
@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 import tfdqn
-from tests.test_policy import readme_blocks
+from tests.test_policy import doc_blocks
 from tfdqn.agent.agent import make_agent
 from tfdqn.agent.networks import make_network
 from tfdqn.config import DQNConfig
 from tfdqn.evaluate import main as evaluate_main
 from tfdqn.replay.ring import ReplayRing
 from tfdqn.run.checkpoint import BestCheckpoint, Checkpointer, restore_online
-from tfdqn.sources import read_best
+from tfdqn.run.markers import read_best
 from tfdqn.telemetry.tensorboard import read_scalars
 
 # One env and an update per step (as tests/data/cartpole_small.yaml), so evaluations fall on 500, 1000, ...
@@ -103,7 +103,7 @@ def test_the_best_checkpoint_is_the_best_evaluation_and_evaluates_by_step(evalua
 
 @pytest.mark.slow
 def test_the_readme_commands_run_as_written_and_agree_with_load_policy(evaluated_run, run_cmd):
-    [commands] = readme_blocks("Use a trained agent", "bash")
+    [commands] = doc_blocks("docs/guide/deployment.md", "Use a trained agent", "bash")
     reports = {}
     for line in commands.strip().splitlines():
         program, flag, module, *args = shlex.split(line.replace("runs/RUN", str(evaluated_run)))

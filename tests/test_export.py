@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tfdqn
-from tests.test_policy import readme_blocks
+from tests.test_policy import doc_blocks
 from tfdqn import config as config_lib
 from tfdqn.agent.agent import make_agent
 from tfdqn.agent.networks import Dense
@@ -22,7 +22,7 @@ from tfdqn.export import main as export_main
 from tfdqn.run.checkpoint import restore_online
 
 
-# Runs after the README's plain-TensorFlow example, in a process without tfdqn: TensorFlow loads each
+# Runs after docs/guide/deployment.md's plain-TensorFlow example, in a process without tfdqn: TensorFlow loads each
 # SavedModel, then Keras each .keras network, which needs tfdqn's layer registered.
 PLAIN = """
 import sys
@@ -66,7 +66,7 @@ def _greedy_actor(run_dir, checkpoint="latest"):
 @pytest.mark.slow
 def test_plain_tensorflow_acts_as_the_runs_greedy_actor_and_keras_reads_the_network(cartpole_run, breakout_run,
                                                                                      tmp_path):
-    readme_example = readme_blocks("Use a trained agent", "python")[0]
+    readme_example = doc_blocks("docs/guide/deployment.md", "Use a trained agent", "python")[0]
     folders = []
     for name, run_dir in (("cartpole", cartpole_run[0]), ("breakout", breakout_run)):
         config, actor = _greedy_actor(run_dir)
@@ -80,7 +80,7 @@ def test_plain_tensorflow_acts_as_the_runs_greedy_actor_and_keras_reads_the_netw
                             capture_output=True, text=True, timeout=300,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr
-    assert re.match(r"\[([01])( \1){7}\] \[\[", result.stdout), result.stdout  # the README example's 8 actions
+    assert re.match(r"\[([01])( \1){7}\] \[\[", result.stdout), result.stdout  # the example's 8 actions
     for folder, (actions, q_values) in folders:
         exported = np.load(f"{folder}.saved_model.npz")
         assert exported["action"].dtype == np.int32 and exported["q_values"].dtype == np.float32

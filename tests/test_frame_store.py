@@ -43,7 +43,7 @@ def test_every_frame_decodes_to_its_bytes_and_game_frames_shrink(breakout_frames
         coder.decode_into(code, out)
         assert out.tobytes() == frame.tobytes()
     game = np.mean([len(code) for code in codes[:600]])
-    assert game < breakout_frames[0].nbytes / 10, game  # docs/replay.md: 300 (zstd) and 411 (lz4) of 7,056
+    assert game < breakout_frames[0].nbytes / 10, game  # docs/experiments/replay.md: 300 (zstd) and 411 (lz4) of 7,056
 
 
 # An 84x84 frame (a bar of 144 on rows 40-43, columns 10-73; row 80 counting 0..83) as python-lz4 4.4's

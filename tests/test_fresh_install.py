@@ -1,8 +1,9 @@
-"""A non-editable install works from any folder: the configs and data ship inside the package, the `tfdqn` command
-runs every subcommand, and a plain install (no extras) names the extra a subcommand misses before any work.
+"""A release installs and works from any folder: its sdist and wheel build and pass `twine check`; the wheel
+ships the configs and data, trains CartPole from an empty folder with the `tfdqn` command, which runs every
+subcommand; and a plain install (no extras) names the extra a subcommand misses before any work.
 
 The venvs take TensorFlow and the other dependencies from this interpreter's site-packages (installing them anew
-would take minutes and a network); tfdqn itself is built from a copy of this working tree (tests/plain_venv.py)."""
+would take minutes and a network); tfdqn's wheel is built from a copy of this working tree (tests/plain_venv.py)."""
 
 import csv
 import json
@@ -37,7 +38,7 @@ def test_an_installed_copy_trains_and_compares_from_another_folder(tmp_path):
     for name in ("atari100k", "time-to-score"):
         answer = _run(venv, work, "tfdqn", name, "--help")
         assert (answer.returncode, answer.stderr) == (0, "") and answer.stdout.startswith(f"usage: tfdqn {name} ")
-    result = _run(venv, work, python, "-m", "tfdqn.train", "--env", "CartPole", "--total-steps", "3000")
+    result = _run(venv, work, "tfdqn", "train", "--env", "CartPole", "--total-steps", "3000")
     assert result.returncode == 0, result.stderr
     (run_dir,) = (work / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())

@@ -14,7 +14,7 @@ from tfdqn.agent.heads import HeadSpec, distribution_model
 from tfdqn.agent.networks import make_network
 from tfdqn.agent.objectives import CategoricalObjective, QuantileObjective
 from tfdqn.envs.make import make_env
-from tfdqn.policy import export_policy
+from tfdqn.policy.saved_model import export_policy
 
 OBSERVATION = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
 

@@ -21,7 +21,7 @@ from tfdqn.agent.networks import make_network
 from tfdqn.agent.objectives import QuantileObjective
 from tfdqn.config import LearnerConfig
 from tfdqn.envs.make import make_env
-from tfdqn.policy import export_policy
+from tfdqn.policy.saved_model import export_policy
 from tfdqn.run.checkpoint import Checkpointer
 
 OBSERVATION = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)

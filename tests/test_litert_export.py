@@ -44,7 +44,8 @@ def test_a_breakout_policy_converts_to_builtin_ops_float32_as_the_network_and_in
         model = (out / name).read_bytes()
         assert report[kind]["bytes"] == len(model) and b"Flex" not in model  # builtin ops only
     assert report["int8"]["bytes"] < report["float32"]["bytes"] / 3
-    assert 0.0 <= report["int8"]["action_agreement"] <= 1.0  # as measured: docs/deployment.md gives Breakout's
+    # as measured: docs/experiments/deployment.md gives Breakout's
+    assert 0.0 <= report["int8"]["action_agreement"] <= 1.0
 
 
 @pytest.mark.slow

@@ -102,7 +102,7 @@ def test_an_impala_policy_exports_and_loads_back_the_same_q_values(tmp_path):
     from tfdqn import config as config_lib
     from tfdqn.agent.agent import make_agent
     from tfdqn.envs.make import make_env
-    from tfdqn.policy import export_policy
+    from tfdqn.policy.saved_model import export_policy
 
     config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": "impala", "env.screen_size": 42})
     env, spec = make_env(config.env, seed=0)

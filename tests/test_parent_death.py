@@ -9,10 +9,10 @@ import time
 
 from tests.conftest import REPO
 
-CHILD = "from tfdqn.parent_death import die_with_parent; die_with_parent(); import time; time.sleep(120)"
+CHILD = "from tfdqn.tuning.parent_death import die_with_parent; die_with_parent(); import time; time.sleep(120)"
 PARENT = f"""
 import subprocess, sys, threading, time
-from tfdqn.parent_death import child_environment
+from tfdqn.tuning.parent_death import child_environment
 threading.Thread(target=time.sleep, args=(120,), daemon=True).start()  # a heartbeat thread, as Optuna runs
 child = subprocess.Popen([sys.executable, "-c", {CHILD!r}], env=child_environment())
 print(child.pid, flush=True)

@@ -1,5 +1,5 @@
 """`load_policy` and the Python API: NumPy in and out, a run folder and its export agree, `import tfdqn`
-stays light, and the README's Python API example runs as written."""
+stays light, and the Python API example of docs/guide/getting-started.md runs as written."""
 
 import os
 import re
@@ -13,9 +13,9 @@ from tests.conftest import REPO
 from tfdqn import load_policy
 
 
-def readme_blocks(heading: str, language: str) -> list[str]:
-    """The fenced `language` code blocks of README.md's section `## heading`."""
-    text = (REPO / "README.md").read_text()
+def doc_blocks(page: str, heading: str, language: str) -> list[str]:
+    """The fenced `language` code blocks of the section `## heading` of `page` (README.md or a docs page)."""
+    text = (REPO / page).read_text()
     section = text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(rf"```{language}\n(.*?)```", section, flags=re.DOTALL)
 
@@ -73,7 +73,7 @@ def test_for_env_is_the_config_the_command_line_runs():
 def test_the_readme_python_api_example_runs_as_written_and_its_callback_example_after_it(tmp_path):
     """The callback example trains the example's config again in the same folder: a second run, a folder of
     its own."""
-    example, callback = readme_blocks("Python API", "python")
+    example, callback = doc_blocks("docs/guide/getting-started.md", "Python API", "python")
     result = _python(f"{example}\n{callback}", tmp_path)
     assert result.returncode == 0, result.stderr
     final, game = re.search(r"^final evaluation (\S+), this game (\d+)$", result.stdout, re.MULTILINE).groups()

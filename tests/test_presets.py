@@ -10,12 +10,12 @@ import pytest
 import tfdqn
 from tests.conftest import REPO, SMALL_CARTPOLE
 from tfdqn import config as config_lib
-from tfdqn.presets import PRESETS, preset_settings
+from tfdqn.config.presets import PRESETS, preset_settings
 
 
 PRINT_EVERY_PRESET = """
 import sys
-from tfdqn.presets import PRESETS, preset_settings
+from tfdqn.config.presets import PRESETS, preset_settings
 from tfdqn.train import main
 for preset in PRESETS:
     print("=== " + preset, flush=True)
@@ -92,8 +92,8 @@ def test_an_unknown_preset_and_a_shift_on_vector_observations_are_one_line_error
 @pytest.mark.parametrize("preset, record, config_hash", [("atari_cpu", "bench-atari-pong.json", "4d8151fbd8"),
                                                         ("iqn_impala_cpu", "sweep-breakout.json", "48788f9e2b")])
 def test_tfdqns_own_presets_are_the_recipes_their_sweeps_recorded_value_by_value(preset, record, config_hash):
-    """The source of tfdqn's own presets is a recorded run (docs/atari.md): every key of the preset's resolved
-    config equals that run's, so the preset trains the recipe whose results docs/ report."""
+    """The source of tfdqn's own presets is a recorded run (docs/experiments/atari.md): every key of the preset's
+    resolved config equals that run's, so the preset trains the recipe whose results docs/ report."""
     from tfdqn.bench.runkey import recipe, recipe_differences, recipe_hash
 
     run = next(run for run in json.loads((REPO / "docs" / record).read_text())["runs"]

@@ -14,7 +14,7 @@ from tests.conftest import REPO
 from tools import export_programs, run_programs
 
 # jax (XLA:CPU) against TensorFlow's own update (its default, non-XLA kernels): float32 sums in another
-# order differ by a few ulps; after Adam's first steps the weights agree to this tolerance (docs/gpu.md).
+# order differ by a few ulps; after Adam's first steps the weights agree to this tolerance (docs/experiments/gpu.md).
 RTOL, ATOL = 1e-4, 1e-6
 
 

@@ -106,7 +106,7 @@ def test_a_million_transition_replay_fills_under_a_2_gib_address_space_limit(tmp
     """Breakout through the trainer's envs into a 1M-slot compressed ring, in a process whose address space
     is capped at 2 GiB (the raw ring alone would need 6.6 GiB): it fills, within its budget; a budget the
     limit cannot hold is refused before filling, in one line naming both figures. The whole 1M fill is
-    docs/replay.md's (tools/fill_replay.py); here the first 12,000 transitions."""
+    docs/experiments/replay.md's (tools/fill_replay.py); here the first 12,000 transitions."""
     result = _fill("--transitions", "12000", "--out", str(tmp_path / "fill.json"), limit=2 * GIB)
     assert result.returncode == 0, result.stderr
     report = json.loads((tmp_path / "fill.json").read_text())

@@ -17,7 +17,7 @@ import pytest
 from tfdqn.config import EnvConfig
 from tfdqn.envs.make import make_env
 from tfdqn.errors import UserError
-from tfdqn.video import CAPTION_HEIGHT, VideoRecorder, captioned, video_fps
+from tfdqn.policy.video import CAPTION_HEIGHT, VideoRecorder, captioned, video_fps
 
 RED, GREEN, BLUE = (220, 0, 0), (0, 220, 0), (0, 0, 220)
 CHROMIUM = pathlib.Path("/usr/bin/chromium")

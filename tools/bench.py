@@ -28,7 +28,7 @@ import numpy as np
 from tfdqn.atomic import write_json
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow
 from tfdqn.errors import UserError
-from tfdqn.provenance import provenance
+from tfdqn.run.provenance import provenance
 from tools.bench_family import FAMILY, device_replay_figures, family_update_figures, prioritized_figures
 from tools.bench_timing import calls_per_second, matmul_peak_flops
 
@@ -338,7 +338,7 @@ def _main(args) -> int:
                                                    / results["env_steps_per_sec_ceiling"])
     results["train_steps_per_sec_interval4_envs_bfloat16"] = trainer_steps_per_sec(
         steps, learning_starts, capacity, args.num_envs, bfloat16)
-    if not args.quick:  # the two options that do not pay on a CPU (docs/performance.md)
+    if not args.quick:  # the two options that do not pay on a CPU (docs/experiments/performance.md)
         results["train_steps_per_sec_interval4_envs_async"] = trainer_steps_per_sec(
             steps, learning_starts, capacity, args.num_envs, "run.async_learner=true")
         results["train_steps_per_sec_interval4_envs_bfloat16_async"] = trainer_steps_per_sec(

@@ -27,7 +27,7 @@ import sys
 from tfdqn.atomic import write_json
 from tfdqn.cli import OneLineErrorParser, number, run_cli
 from tfdqn.errors import UserError
-from tfdqn.provenance import provenance
+from tfdqn.run.provenance import provenance
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 

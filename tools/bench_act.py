@@ -37,7 +37,7 @@ import numpy as np
 from tfdqn.atomic import atomic_write, write_json
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli
 from tfdqn.errors import RunFailure, UserError
-from tfdqn.provenance import provenance
+from tfdqn.run.provenance import provenance
 
 ARMS = ("tfdqn", "jax", "tfdqn_one_core", "jax_one_core", "tfdqn_noisy", "tfdqn_noisy_one_core", "tfdqn_noisy_held")
 PAIRS = (("tfdqn", "jax"), ("tfdqn_one_core", "jax_one_core"),  # (tfdqn arm, the JAX arm with its thread limit)

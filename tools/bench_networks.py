@@ -1,4 +1,4 @@
-"""The update's cost by network and frame size: what the Pong sweep (docs/atari.md) trades against.
+"""The update's cost by network and frame size: what the Pong sweep (docs/experiments/atari.md) trades against.
 
     python -m tools.bench_networks --out docs/bench-networks.json
 

@@ -260,7 +260,7 @@ def vector_env_rate(manifest: dict, num_envs: int, seconds: float) -> float:
         from tfdqn.envs.vector import AtariVector
     except ImportError as error:
         raise UserError(f"--atari-env needs ale-py, gymnasium and pyyaml ({error}); allowed: install their "
-                        f"wheels (docs/gpu.md), or leave out --atari-env") from None
+                        f"wheels (docs/experiments/gpu.md), or leave out --atari-env") from None
     vector = AtariVector(EnvConfig(**manifest["config"]["env"]), num_envs, seed=0,
                          num_threads=min(num_envs, usable_cores()))
     try:

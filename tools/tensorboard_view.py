@@ -1,5 +1,6 @@
 """A run's custom-scalars tab as a user sees it: TensorBoard served by a subprocess, opened in Debian's
-headless Chromium through Playwright. One place for the browser test and tools/screenshot_tensorboard.py.
+headless Chromium through Playwright. One place for the browser tests (TensorBoard's tab, the documentation
+site) and tools/screenshot_tensorboard.py.
 
 Playwright's own browser download is not used (machines here cannot fetch it): `/usr/bin/chromium`
 comes from `apt-get install chromium`.
@@ -127,15 +128,22 @@ def custom_scalars_page(logdir: pathlib.Path, timeout: float = 30.0, size: tuple
     """The custom-scalars tab of `logdir` (a run folder, or a folder of them) in headless Chromium, its charts
     drawn (or `timeout` spent: the caller checks `charts`); TensorBoard and the browser are closed when the
     block ends. 1920 pixels wide, the tab shows four charts a row."""
+    deadline = time.monotonic() + timeout
+    with serve(logdir, timeout) as url, chromium_page(size) as page:
+        page.goto(f"{url}/#custom_scalars")
+        _wait_until_drawn(page, deadline)
+        yield page
+
+
+@contextlib.contextmanager
+def chromium_page(size: tuple[int, int] = (1920, 1080)):
+    """A page of `size` pixels in Debian's headless Chromium through Playwright (`missing()` says what this machine
+    lacks for it); the browser closes when the block ends. The documentation site's test opens its pages here."""
     from playwright.sync_api import sync_playwright
 
-    deadline = time.monotonic() + timeout
-    with serve(logdir, timeout) as url, sync_playwright() as playwright:
+    with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=list(CHROMIUM_ARGS))
         try:
-            page = browser.new_page(viewport={"width": size[0], "height": size[1]})
-            page.goto(f"{url}/#custom_scalars")
-            _wait_until_drawn(page, deadline)
-            yield page
+            yield browser.new_page(viewport={"width": size[0], "height": size[1]})
         finally:
             browser.close()
