@@ -2,12 +2,13 @@
 hand, and the tool end to end on real CartPole runs."""
 
 import json
+import subprocess
 
 import numpy as np
 import pytest
 import scipy.stats
 
-from tests.conftest import SMALL_CONFIG, run_module
+from tests.conftest import REPO, SMALL_CONFIG, run_module
 from tfdqn import config as config_lib
 
 from tfdqn.bench import aggregate
@@ -76,6 +77,8 @@ def test_the_tool_aggregates_real_runs(tmp_path):
               for seed in range(3)]
     assert results["final_eval_return"]["iqm"] == pytest.approx(scipy.stats.trim_mean(finals, 0.25))
     assert results["curve"]["env_steps"] == [500, 1000, 1500]
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    assert [run["code"]["commit"] for run in results["runs"]] == [commit] * 3  # the commit each run trained at
     assert "| IQM |" in result.stdout and (tmp_path / "agg.png").stat().st_size > 0
     missing = run_module("tfdqn", "aggregate", runs[0], str(tmp_path / "missing"), timeout=120)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "holds no finished run" in missing.stderr

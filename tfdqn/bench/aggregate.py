@@ -75,7 +75,8 @@ def curve_estimates(curves: np.ndarray, reps: int, seed: int = 0) -> dict:
 
 
 def read_run(run_dir: pathlib.Path) -> dict:
-    """A finished run's env, final evaluation and evaluation curve, or a one-line error."""
+    """A finished run's env, final evaluation, evaluation curve and the code it trained with (its summary's version
+    and commit, so a record names the commit of each run), or a one-line error."""
     summary = finished(run_dir)
     if summary is None:
         raise UserError(f"RUN_DIR {str(run_dir)!r} holds no finished run; allowed: run folders with a summary.json "
@@ -83,7 +84,7 @@ def read_run(run_dir: pathlib.Path) -> dict:
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     curve = [(row["env_steps"], row["return_mean"]) for row in read_evaluations(run_dir)]
     return {"run_dir": str(run_dir), "env": config["env"]["id"], "seed": config["run"]["seed"],
-            "final_eval_return": summary["final_eval_return_mean"], "curve": curve}
+            "final_eval_return": summary["final_eval_return_mean"], "curve": curve, "code": summary.get("code")}
 
 
 def common_curve(runs: list[dict]) -> tuple[list[int], np.ndarray]:
