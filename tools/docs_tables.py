@@ -35,6 +35,7 @@ ACT = ("docs/bench-act.json", "docs/bench-act-noisy.json", "docs/bench-act-noisy
        "docs/bench-act-noisy-held.json", "docs/bench-act-noisy-held-5.json", "docs/bench-act-default-held.json")
 JAX_UPDATE = ("docs/bench-quick-acting.json", "docs/bench-quick-noisy.json", "docs/bench-quick-noisy-held.json")
 TORCH = "docs/bench.json"
+CLASSIC = ("docs/classic-lunarlander.json", "docs/classic-mountaincar.json")  # tfdqn aggregate's records
 # the headline recipe of each time-to-score record, the one README and the guide quote
 HEADLINE = {PONG: "4d8151fbd8", BREAKOUT: "48788f9e2b"}
 
@@ -191,6 +192,26 @@ def replay(records: dict) -> str:
             f"({fill['memory_bytes'] / 1e9:.2f} GB against {fill['raw_bytes'] / 1e9:.2f} GB raw), `{FILL}`.\n")
 
 
+# Classic control: the packaged LunarLander and MountainCar configs over seeds
+
+def classic_control(records: dict) -> str:
+    """The packaged classic-control configs over seeds, from `tfdqn aggregate` records: each run's final evaluation
+    of its product, the IQM and mean with their 95% intervals, and the commit each run trained at."""
+    lines = ["| env | runs | final evaluation by seed | IQM (95% CI) | mean (95% CI) | trained at | record |",
+             "|---|---:|---|---|---|---|---|"]
+    for path in CLASSIC:
+        runs, estimates = records[path]["runs"], records[path]["final_eval_return"]
+        each = ", ".join(f"{run['seed']}: {run['final_eval_return']:.1f}" for run in runs)
+        commits = ", ".join(sorted({((run.get("code") or {}).get("commit") or "?")[:7]
+                                    + ("+changes" if (run.get("code") or {}).get("commit_had_changes") else "")
+                                    for run in runs}))
+        ranges = {name: f"{estimates[name]:.1f} ({estimates[name + '_ci95'][0]:.1f} to "
+                        f"{estimates[name + '_ci95'][1]:.1f})" for name in ("iqm", "mean")}
+        lines.append(f"| {runs[0]['env']} | {len(runs)} | {each} | {ranges['iqm']} | {ranges['mean']} | {commits} | "
+                     f"`{path}` |")
+    return "\n".join(lines) + "\n"
+
+
 TABLES = {
     "cartpole-sb3": Table((CARTPOLE,), cartpole),
     "atari-time-to-score": Table((PONG, BREAKOUT), time_to_score),
@@ -199,6 +220,7 @@ TABLES = {
     "atari100k-der": Table((DER,), atari100k_table(DER)),
     "peers": Table(ACT + JAX_UPDATE + (TORCH,), peers),
     "replay": Table((REPLAY, FILL), replay),
+    "classic-control": Table(CLASSIC, classic_control),
 }
 
 
