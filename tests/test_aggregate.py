@@ -79,6 +79,7 @@ def test_the_tool_aggregates_real_runs(tmp_path):
     assert results["curve"]["env_steps"] == [500, 1000, 1500]
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     assert [run["code"]["commit"] for run in results["runs"]] == [commit] * 3  # the commit each run trained at
+    assert results["code"]["commit"] == commit  # and the code that aggregated them
     assert "| IQM |" in result.stdout and (tmp_path / "agg.png").stat().st_size > 0
     missing = run_module("tfdqn", "aggregate", runs[0], str(tmp_path / "missing"), timeout=120)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "holds no finished run" in missing.stderr

@@ -1,4 +1,5 @@
-"""What a benchmark tool leaves behind: its JSON (with the command and the machine) and its Markdown table."""
+"""What a benchmark tool leaves behind: its JSON (with the command, the machine and the code that measured) and its
+Markdown table."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import sys
 
 from tfdqn.atomic import atomic_write, write_json
 from tfdqn.cli import run_cli
+from tfdqn.run.provenance import provenance
 
 
 def command_line(prog: str, argv: list[str] | None) -> str:
@@ -30,8 +32,9 @@ def machine() -> dict:
 
 
 def publish(results: dict, table: str, out: str, table_path: str | None) -> None:
-    """Write `results` to `out` and the table to `table_path` (where given), atomically; print the table."""
-    write_json(pathlib.Path(out), results)
+    """Write `results` to `out`, with the version and commit of the code this process measured with (`code`), and
+    the table to `table_path` (where given), atomically; print the table."""
+    write_json(pathlib.Path(out), {**results, "code": provenance()})
     publish_table(table, table_path)
 
 
