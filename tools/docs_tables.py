@@ -35,6 +35,7 @@ ACT = ("docs/bench-act.json", "docs/bench-act-noisy.json", "docs/bench-act-noisy
        "docs/bench-act-noisy-held.json", "docs/bench-act-noisy-held-5.json", "docs/bench-act-default-held.json")
 JAX_UPDATE = ("docs/bench-quick-acting.json", "docs/bench-quick-noisy.json", "docs/bench-quick-noisy-held.json")
 TORCH = "docs/bench.json"
+FAMILY_COST = "docs/bench-family-697fbb9.json"  # tools.bench_family at a commit, a clean tree
 CLASSIC = ("docs/classic-lunarlander.json", "docs/classic-mountaincar.json")  # tfdqn aggregate's records
 # the headline recipe of each time-to-score record, the one README and the guide quote
 HEADLINE = {PONG: "4d8151fbd8", BREAKOUT: "48788f9e2b"}
@@ -192,6 +193,16 @@ def replay(records: dict) -> str:
             f"({fill['memory_bytes'] / 1e9:.2f} GB against {fill['raw_bytes'] / 1e9:.2f} GB raw), `{FILL}`.\n")
 
 
+# The DQN family's cost per update
+
+def family_cost(records: dict) -> str:
+    """tools.bench_family's own table: each piece's batch-32 Nature-CNN update against the plain one, timed side by
+    side in one run."""
+    from tools.bench_family import family_table
+
+    return family_table(records[FAMILY_COST])
+
+
 # Classic control: the packaged LunarLander and MountainCar configs over seeds
 
 def classic_control(records: dict) -> str:
@@ -221,6 +232,7 @@ TABLES = {
     "peers": Table(ACT + JAX_UPDATE + (TORCH,), peers),
     "replay": Table((REPLAY, FILL), replay),
     "classic-control": Table(CLASSIC, classic_control),
+    "family-cost": Table((FAMILY_COST,), family_cost),
 }
 
 
