@@ -5,10 +5,10 @@ checks every rule, `resolution` layers defaults, files, preset and --set with ea
 
 from tfdqn.config.schema import (ActorsConfig, ComputeConfig, DQNConfig, EnvConfig, EnvKwargs, ExplorationConfig,
                                  LearnerConfig, NetworkConfig, ReplayConfig, RunConfig, TrackingConfig, field_docs,
-                                 field_type)
+                                 field_type, interval_fraction)
 from tfdqn.config.values import convert, not_a, parse_set, parse_value
 from tfdqn.config.files import CONFIG_DIR, annotated_yaml, read_yaml, save, to_dict, to_yaml
-from tfdqn.config.validation import interval_fraction, validate
+from tfdqn.config.validation import validate
 from tfdqn.config.resolution import (COMPRESSION_RULE, HELD_NOISE_RULE, IMAGE_RULE, IMAGE_XLA_RULE, NOISY_RULE,
                                      build_config, default_config_file, derived_settings, resolve_config)
 

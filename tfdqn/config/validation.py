@@ -7,7 +7,6 @@ import importlib.util
 import math
 
 from tfdqn.config.schema import ActorsConfig, DQNConfig, TrackingConfig, field_allowed
-from tfdqn.config.schema import interval_fraction  # noqa: F401 (tfdqn.config exports it from here)
 from tfdqn.errors import UserError
 from tfdqn.extras import require
 
