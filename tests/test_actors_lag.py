@@ -1,5 +1,5 @@
-"""README's 2 x 4 CartPole actors example: how old the actors' weights and epsilon clock are when the
-learner takes their chunks, as logged, against the bound RemoteCollector's docstring states."""
+"""The actors guide's 2 x 4 CartPole example (docs/guide/actors.md): how old the actors' weights and epsilon clock
+are when the learner takes their chunks, as logged, against the bound RemoteCollector's docstring states."""
 
 import math
 

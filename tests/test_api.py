@@ -1,5 +1,5 @@
-"""The Python API's run folders and options: `tfdqn.train` as README shows it, run twice, quiet, resumed,
-and ended by a callback on an evaluation."""
+"""The Python API's run folders and options: `tfdqn.train` as README and the getting-started page show it, run
+twice, quiet, resumed, and ended by a callback on an evaluation."""
 
 import json
 import subprocess

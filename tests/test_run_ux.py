@@ -24,7 +24,7 @@ def _train_in(folder, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_print_config_prints_the_resolved_config_and_makes_no_folder(tmp_path):
-    result = _train_in(tmp_path, "--env", "Breakout", "--print-config")  # the README's command
+    result = _train_in(tmp_path, "--env", "Breakout", "--print-config")  # --print-config, as the guides show it
     assert (result.returncode, result.stderr) == (0, "")
     expected = config_lib.resolve_config([], {"env.id": "Breakout"})
     assert yaml.safe_load(result.stdout) == config_lib.to_dict(expected)

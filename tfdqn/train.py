@@ -57,8 +57,8 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--config", action="append", default=[], metavar="FILE",
                         help="YAML config file; repeatable, later files win (default: chosen from --env)")
     parser.add_argument("--preset", metavar="NAME",
-                        help=f"a published recipe on top of the config: {', '.join(PRESETS)} (README, Algorithms); "
-                             f"--set and flags still override it")
+                        help=f"a published recipe on top of the config: {', '.join(PRESETS)} "
+                             f"(docs/reference/presets.md); --set and flags still override it")
     parser.add_argument("--total-steps", metavar="N", help=docs["run.total_steps"])
     parser.add_argument("--training-interval", metavar="K", help=docs["run.training_interval"])
     parser.add_argument("--learning-starts", metavar="N", help=docs["run.learning_starts"])

@@ -1,7 +1,7 @@
 """Circular replay that stores each frame once and rebuilds stacked observations at sample time.
 
 A stack of k Atari frames shares k-1 frames with its neighbours, so storing frames rather than
-observations cuts replay memory about k-fold (README gives the size of 1M Atari transitions).
+observations cuts replay memory about k-fold (docs/results/replay.md gives the bytes of Atari transitions).
 
 All streams (envs) write one ring in the order their steps arrive, so the ring holds the newest
 `capacity` slots whatever the number of streams and their rates: a slow actor's envs get the share of
