@@ -126,9 +126,7 @@ def atari100k_report(record: dict) -> tuple:
     suite, report = list(record["reports"].items())[-1]
     args = atari100k.build_parser().parse_args(shlex.split(report["command"])[2:])
     runs = [run for run in record["runs"] if run["suite_hash"] == suite and run["game"] in args.games]
-    scores = {game: [r["score"] for r in sorted(runs, key=lambda r: r["seed"]) if r["game"] == game]
-              for game in args.games}
-    rows, aggregate = atari100k.game_rows({game: s for game, s in scores.items() if s}), report["aggregate"]
+    rows, aggregate = atari100k.rows_of(args.games, sorted(runs, key=lambda r: r["seed"])), report["aggregate"]
     normalized = [atari100k.human_normalized(r["game"], r["score"]) for r in runs
                   if r["seed"] in aggregate["seeds"]]
     if not np.isclose(trim_mean(normalized, 0.25), aggregate["iqm"]):

@@ -119,6 +119,12 @@ def games_at_or_above(chances: list[float]) -> list[float]:
     return distribution.tolist()
 
 
+def rows_of(games: list[str], runs: list[dict]) -> list[dict]:
+    """`game_rows` of the recorded `runs` for the `games` that have any, each game's scores in the order of `runs`."""
+    scores = {game: [r["score"] for r in runs if r["game"] == game] for game in games}
+    return game_rows({game: values for game, values in scores.items() if values})
+
+
 def game_rows(scores: dict[str, list[float]]) -> list[dict]:
     """Per game: the runs' scores, their mean, its human-normalised score, the published means, each run's
     percentile among DrQ(epsilon)'s runs, and how often DrQ(epsilon)'s runs, as many, clear its mean."""
@@ -210,8 +216,7 @@ def recipe_line(args, suite: str, record) -> str:
 def report(args, runs: list[dict]) -> tuple[list[dict], dict | None]:
     """Per-game rows, and the aggregates over the seeds every game has finished (the bootstrap needs as many runs
     for every game)."""
-    scores = {game: [r["score"] for r in runs if r["game"] == game] for game in args.games}
-    rows = game_rows({game: values for game, values in scores.items() if values})
+    rows = rows_of(args.games, runs)
     complete = [seed for seed in args.seeds if all(any(r["game"] == g and r["seed"] == seed for r in runs)
                                                    for g in args.games)]
     if not complete:
