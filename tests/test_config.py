@@ -58,6 +58,9 @@ def test_set_values_are_typed_by_their_field():
      "learner.munchausen = True with learner.loss = 'quantile': Munchausen's soft target is built here for the Huber "
      "loss (M-DQN) and IQN's (M-IQN); allowed: learner.loss = huber or implicit_quantile, or learner.munchausen = "
      "False"),
+    ({"learner.munchausen": True, "learner.n_step": 3},
+     "learner.n_step = 3 with learner.munchausen = True: an n-step return would need Munchausen's log-policy term for "
+     "every step's action, which no source defines; allowed: learner.n_step = 1, or learner.munchausen = False"),
     ({"learner.v_min": 5.0, "learner.v_max": 5.0}, "learner.v_max = 5.0 is out of range; allowed: a number > learner.v_min"),
     ({"learner.num_atoms": 1}, "learner.num_atoms = 1"),
     ({"network.noisy_sigma0": 0}, "network.noisy_sigma0 = 0"),

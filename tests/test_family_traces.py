@@ -60,7 +60,8 @@ def test_the_rainbow_update_with_augmentation_on_atari_frames_runs_on_one_trace(
                                                    ("implicit_quantile", True, False)])
 def test_munchausen_runs_on_one_trace_per_function_with_each_head(loss, dueling, noisy):
     config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
-        "learner.munchausen": True, "learner.loss": loss, "network.dueling": dueling, "network.noisy": noisy,
+        "learner.munchausen": True, "learner.n_step": 1, "learner.loss": loss, "network.dueling": dueling,
+        "network.noisy": noisy,
         "learner.num_tau_samples": 4, "learner.num_tau_prime_samples": 5, "learner.num_quantile_samples": 3,
         "network.hidden_sizes": [16, 16], "compute.update_jit_compile": True})
     _check_traces(make_agent(config, (4,), np.float32, 2), (4,), np.float32)
@@ -75,5 +76,5 @@ def test_the_iqn_update_with_augmentation_on_atari_frames_runs_on_one_trace():
 
 def test_the_impala_network_with_munchausen_and_drq_augmentation_runs_on_one_trace_per_function():
     config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": "impala", "env.screen_size": 42,
-                                            "learner.munchausen": True}, preset="drq_eps")
+                                            "learner.munchausen": True, "learner.n_step": 1}, preset="drq_eps")
     _check_traces(make_agent(config, (4, 42, 42), np.uint8, 2), (4, 42, 42), np.uint8)

@@ -104,23 +104,35 @@ def test_the_loss_at_sampled_fractions_matches_numpy_eagerly_and_under_xla(jit):
     np.testing.assert_array_equal(priority.numpy(), loss.numpy())
 
 
-@pytest.mark.parametrize("double_dqn", [False, True])
-def test_an_update_is_the_quantile_huber_loss_at_the_fractions_the_learner_drew(double_dqn):
-    online, target = _network(1), _network(2)
-    config = LearnerConfig(loss="implicit_quantile", num_tau_samples=6, num_tau_prime_samples=5, gamma=0.9,
-                           double_dqn=double_dqn, max_grad_norm=0.0)
-    learner = Learner(online, target, config, (4,), np.float32, seed=7)
-    rng = np.random.default_rng(3)
+def _update_inputs(seed=3):
+    rng = np.random.default_rng(seed)
     observation, next_observation = OBSERVATION, rng.normal(size=(6, 4)).astype(np.float32)
     action = np.array([0, 1, 2, 0, 1, 2], np.int32)
     reward, bootstrap = rng.normal(size=6).astype(np.float32), np.array([1, 1, 0, 1, 0.81, 1], np.float32)
     weight = rng.uniform(0.2, 1.0, 6).astype(np.float32)
-    draws = tf.random.Generator.from_state(learner.generator.state.numpy(), learner.generator.algorithm)  # a copy
-    target_fractions = draws.uniform([6, 5]).numpy()  # drawn in this order inside the update
+    return observation, action, reward, bootstrap, next_observation, weight
+
+
+def _draws(learner):
+    """A copy of the learner's fraction stream, to draw in NumPy what the next update will draw."""
+    return tf.random.Generator.from_state(learner.generator.state.numpy(), learner.generator.algorithm)
+
+
+@pytest.mark.parametrize("double_dqn", [False, True])
+def test_an_update_is_the_quantile_huber_loss_at_the_fractions_the_learner_drew(double_dqn):
+    """N' target fractions evaluate s'; without double DQN the next action is the argmax of the target's mean at K
+    more fractions drawn apart from them (Dopamine's implicit_quantile_agent.py); with it, online's own Q."""
+    online, target = _network(1), _network(2)
+    config = LearnerConfig(loss="implicit_quantile", num_tau_samples=6, num_tau_prime_samples=5,
+                           num_quantile_samples=4, gamma=0.9, double_dqn=double_dqn, max_grad_norm=0.0)
+    learner = Learner(online, target, config, (4,), np.float32, seed=7)
+    observation, action, reward, bootstrap, next_observation, weight = _update_inputs()
+    draws = _draws(learner)
+    target_fractions = draws.uniform([6, 5 + (0 if double_dqn else 4)]).numpy().astype(np.float64)
     online_fractions = draws.uniform([6, 6]).numpy()
-    target_next = np_head(learner.target, next_observation, target_fractions.astype(np.float64))
+    target_next = np_head(learner.target, next_observation, target_fractions[:, :5])
     chooser = np_head(learner.online, next_observation, np.broadcast_to((2 * np.arange(8) + 1) / 16, (6, 8))) \
-        if double_dqn else target_next
+        if double_dqn else np_head(learner.target, next_observation, target_fractions[:, 5:])
     next_action = chooser.mean(axis=-1).argmax(axis=-1)
     rows = np.arange(6)
     bootstrapped = reward[:, None] + 0.9 * bootstrap[:, None] * target_next[rows, next_action]
@@ -131,14 +143,54 @@ def test_an_update_is_the_quantile_huber_loss_at_the_fractions_the_learner_drew(
     np.testing.assert_allclose(metrics["td_loss"].numpy(), (weight * expected).mean(), rtol=1e-4)
 
 
-def np_munchausen_quantiles(z_next, z_now, action, reward, discount, tau, alpha, l0, legal_next=None, legal_now=None):
+def _equal_means_network(state, seed=1):
+    """A two-action IQN network whose actions have the same expected return at `state` and quantile functions that
+    mirror each other about it (action 1's output weights are action 0's negated, its bias set to equal the means):
+    which action a sample of fractions favours is pure noise there."""
+    head = HeadSpec(loss="implicit_quantile", outputs=8, embedding_cosines=16)
+    network = make_network("mlp", (4,), "float32", 2, (16, 16), seed=seed, head=head)
+    kernel = network.get_layer("outputs").weights[0].numpy()[:, :1]
+    network.get_layer("outputs").set_weights([np.concatenate([kernel, -kernel], 1), np.zeros(2, np.float32)])
+    mean = np_head(network, state, DENSE_GRID)[0, 0].mean()  # action 0's expected return, its bias 0
+    network.get_layer("outputs").set_weights([np.concatenate([kernel, -kernel], 1),
+                                              np.array([0.0, 2 * mean], np.float32)])
+    return network
+
+
+DENSE_GRID = np.broadcast_to((np.arange(20_000) + 0.5) / 20_000, (1, 20_000))
+
+
+def test_the_target_without_double_dqn_is_not_biased_by_the_draws_that_choose_its_action():
+    """The NumPy model of the issue: when a' is chosen by the same N' draws that then evaluate it, each target is the
+    larger of two equal-mean sample means, biased upwards; chosen by K draws apart, its mean is the true value."""
+    state = np.random.default_rng(4).normal(size=(1, 4)).astype(np.float32)
+    config = LearnerConfig(loss="implicit_quantile", num_tau_prime_samples=8, num_quantile_samples=8,
+                           double_dqn=False)
+    learner = Learner(_equal_means_network(state, 2), _equal_means_network(state), config, (4,), np.float32, seed=11)
+    true_q = np_head(learner.target, state, DENSE_GRID).mean(axis=-1)[0]
+    np.testing.assert_allclose(true_q[0], true_q[1], rtol=1e-4, atol=1e-5)
+    states = np.repeat(state, 4096, axis=0)
+    reads = tf.function(learner._target_reads)(tf.constant(states), tf.constant(states))
+    evaluated = reads["target_next"].numpy()  # [4096, 2, 8]: the N' quantiles each sample's target is built from
+    chosen = evaluated[np.arange(4096), reads["next_action"].numpy()].mean(axis=-1)
+    error = chosen - true_q[0]
+    standard_error = error.std() / np.sqrt(len(error))
+    assert abs(error.mean()) < 4 * standard_error  # within noise of zero
+    shared = evaluated.mean(axis=-1).max(axis=-1) - true_q[0]  # a' chosen by the same N' draws
+    assert shared.mean() > 10 * standard_error, "the network must make the shared-draw bias visible"
+
+
+def np_munchausen_quantiles(z_next, z_now, action, reward, discount, tau, alpha, l0, legal_next=None, legal_now=None,
+                            q_next=None):
     """M-IQN's target quantiles [B, N'] as its reference code forms them: pi from the mean of each state's target
-    quantiles (over its legal actions where masks are given), the clipped scaled log-policy of the action taken, and
-    per quantile j the soft backup sum over a' of pi(a' | s') (z_j(s', a') - tau log pi(a' | s'))."""
+    quantiles (at s', of `q_next` where given: m_iqn.py's separate pass), over its legal actions where masks are
+    given, the clipped scaled log-policy of the action taken, and per quantile j the soft backup sum over a' of
+    pi(a' | s') (z_j(s', a') - tau log pi(a' | s'))."""
     rows = np.arange(len(action))
     legal_next = np.ones(z_next.shape[:2], bool) if legal_next is None else legal_next
     bonus = np.clip(np_tau_log_pi(z_now.mean(axis=-1), tau, legal_now)[rows, action], l0, 0.0)
-    log_pi = np.where(legal_next, np_tau_log_pi(z_next.mean(axis=-1), tau, legal_next), 0.0)
+    q_next = z_next.mean(axis=-1) if q_next is None else q_next
+    log_pi = np.where(legal_next, np_tau_log_pi(q_next, tau, legal_next), 0.0)
     pi = np.where(legal_next, np.exp(log_pi / tau), 0.0)
     soft = (pi[..., None] * (z_next - log_pi[..., None])).sum(axis=1)
     return (reward + alpha * bonus)[:, None] + discount[:, None] * soft
@@ -161,6 +213,30 @@ def test_the_m_iqn_target_matches_numpy_eagerly_and_under_xla(jit, masked):
     np.testing.assert_allclose(ours, expected, rtol=1e-5, atol=1e-5)
 
 
+def test_an_m_iqn_update_reads_its_policies_from_fractions_drawn_apart_from_those_that_evaluate():
+    """As munchausen_rl's m_iqn.py: pi(. | s') from the target's mean at K fractions drawn apart from the N' whose
+    quantiles it weights, pi(. | s) from the target at K fractions; the loss at the N online fractions."""
+    config = LearnerConfig(loss="implicit_quantile", munchausen=True, num_tau_samples=6, num_tau_prime_samples=5,
+                           num_quantile_samples=4, gamma=0.9, max_grad_norm=0.0, munchausen_tau=0.5)
+    learner = Learner(_network(1), _network(2), config, (4,), np.float32, seed=7)
+    observation, action, reward, bootstrap, next_observation, weight = _update_inputs()
+    draws = _draws(learner)
+    next_fractions = draws.uniform([6, 9]).numpy().astype(np.float64)
+    now_fractions = draws.uniform([6, 4]).numpy().astype(np.float64)
+    online_fractions = draws.uniform([6, 6]).numpy()
+    z_next = np_head(learner.target, next_observation, next_fractions[:, :5])
+    q_next = np_head(learner.target, next_observation, next_fractions[:, 5:]).mean(axis=-1)
+    z_now = np_head(learner.target, observation, now_fractions)
+    y = np_munchausen_quantiles(z_next, z_now, action, reward, 0.9 * bootstrap, 0.5, 0.9, -1.0, q_next=q_next)
+    theta = np_head(learner.online, observation, online_fractions.astype(np.float64))[np.arange(6), action]
+    expected = np_quantile_loss(theta, y, online_fractions)
+    metrics = learner.update(observation, action, reward, bootstrap, next_observation, weight)
+    np.testing.assert_allclose(metrics["priority"].numpy(), expected, rtol=1e-4, atol=1e-5)
+    unshared = np_munchausen_quantiles(z_next, z_now, action, reward, 0.9 * bootstrap, 0.5, 0.9, -1.0)
+    assert not np.allclose(np_quantile_loss(theta, unshared, online_fractions), expected, rtol=1e-3), \
+        "pi read from the N' quantiles must give another loss for the test to tell the two apart"
+
+
 def _cartpole_agent(seed, **keys):
     config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
         "learner.loss": "implicit_quantile", "network.hidden_sizes": [16, 16], "learner.num_tau_samples": 4,
@@ -172,11 +248,11 @@ def test_a_checkpoint_restores_the_weights_and_the_fraction_stream(tmp_path):
     rng = np.random.default_rng(0)
     batch = (OBSERVATION, rng.integers(0, 2, 6).astype(np.int32), np.ones(6, np.float32), np.ones(6, np.float32),
              OBSERVATION[::-1].copy(), np.ones(6, np.float32))
-    _, agent = _cartpole_agent(0, **{"learner.munchausen": True})
+    _, agent = _cartpole_agent(0, **{"learner.munchausen": True, "learner.n_step": 1})
     agent.learner.update(*batch)
     Checkpointer(tmp_path, agent).save(100, {})
     expected = agent.learner.update(*batch)
-    _, restored = _cartpole_agent(1, **{"learner.munchausen": True})
+    _, restored = _cartpole_agent(1, **{"learner.munchausen": True, "learner.n_step": 1})
     assert Checkpointer(tmp_path, restored).restore_latest()[0] == 100
     again = restored.learner.update(*batch)
     np.testing.assert_array_equal(again["priority"].numpy(), expected["priority"].numpy())

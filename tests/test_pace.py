@@ -22,7 +22,7 @@ def test_timing_the_update_leaves_networks_noise_optimizer_counters_and_streams_
     # Munchausen (the learner's fraction stream) and Adam (its slots and step): every kind of state an update writes.
     config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
         "network.noise_refresh": noise_refresh,
-        "learner.loss": "implicit_quantile", "learner.munchausen": True, "network.noisy": True,
+        "learner.loss": "implicit_quantile", "learner.munchausen": True, "learner.n_step": 1, "network.noisy": True,
         "network.dueling": True, "network.hidden_sizes": [16, 16], "learner.num_tau_samples": 4,
         "learner.num_tau_prime_samples": 4, "learner.num_quantile_samples": 4})
     agent = make_agent(config, (4,), np.float32, 2)

@@ -149,3 +149,14 @@ def test_the_sweep_table_gives_a_stopped_runs_steps_to_three_figures():
 
     assert [steps(count) for count in (400, 15_228, 150_000, 265_612, 999_600, 1_000_000, 1_234_567)] == [
         "400", "15.2k", "150k", "266k", "1M", "1M", "1.23M"]
+
+
+def test_the_sweep_table_marks_the_breakout_trial_that_ran_munchausen_on_n_step_returns():
+    """T3 of docs/sweep-breakout.json ran Munchausen's target on 3-step returns, which the config now refuses: its
+    row says so, and no other trial's does."""
+    from tfdqn.bench.sweep_table import sweep_table
+
+    record = json.loads((REPO / "docs" / "sweep-breakout.json").read_text())
+    rows = sweep_table([run for run in record["runs"] if run["game"] == "Breakout"], record["reports"]).splitlines()
+    marked = [row.split("|")[1].strip() for row in rows if "an operator no source defines" in row]
+    assert marked == ["T3"]

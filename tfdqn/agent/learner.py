@@ -141,13 +141,11 @@ class Learner:
         # Never XLA: it has no kernel for the gathers from the replay's variables (ResourceGatherNd).
         return tf.function(update_from_replay, input_signature=[tf.TensorSpec([], tf.int32)], autograph=False)
 
-    def _next_action(self, next_observation, target_next) -> tf.Tensor:
-        """a' = argmax of the expected Q of online (double DQN, van Hasselt et al. 2016) or of target, over the
-        legal actions where the env gives a mask; C51 and QR-DQN then take a''s distribution. IQN's target Q is the
-        mean of its quantiles at the N' fractions drawn (no second pass of the body at K more); online's, its own
-        Q at the K midpoints."""
-        q_next = self.online(next_observation, training=True) if self._config.double_dqn else \
-            q_values_of(self.target, target_next)
+    def _next_action(self, next_observation, target_q_next) -> tf.Tensor:
+        """a' = argmax of the expected Q of online (double DQN, van Hasselt et al. 2016) or of target
+        (`target_q_next`), over the legal actions where the env gives a mask; C51 and QR-DQN then take a''s
+        distribution. With double DQN, IQN's online Q is its own, at the K midpoints."""
+        q_next = self.online(next_observation, training=True) if self._config.double_dqn else target_q_next
         if self._legal is not None:  # the max (or double DQN's argmax) over the next state's legal actions
             q_next = masked_q(q_next, self._legal(next_observation))
         return tf.argmax(q_next, axis=-1, output_type=tf.int32)
@@ -161,29 +159,41 @@ class Learner:
         drawn = self.generator.uniform([tf.shape(observation)[0], fractions], dtype=tf.float32)
         return model([observation, drawn], training=True), drawn
 
-    def _munchausen_inputs(self, observation, next_observation) -> dict:
-        """What Munchausen's target reads besides the target network at s': the target network at s, and both
-        states' legal actions where the env gives masks."""
+    def _target_reads(self, observation, next_observation) -> dict:
+        """What the objective reads of the target network: its output at s' (`target_next`) and the next action,
+        or for Munchausen's soft target the target at s and both states' legal actions where the env gives masks.
+
+        IQN evaluates s' at N' fractions drawn per sample. Where the target network also chooses at s' (the next
+        action without double DQN, Munchausen's policy), it chooses by the mean of K more fractions drawn apart
+        from those N', as Dopamine's implicit_quantile_agent.py and munchausen_rl's m_iqn.py do: choosing by the
+        same draws that then evaluate picks each sample's luckiest draws and biases the target upwards. Both
+        sets are drawn together, so the body runs once; M-IQN reads s at K fractions, as m_iqn.py does."""
+        c = self._config
+        munchausen = self._objective.reads_target_now
+        apart = c.num_quantile_samples if self._implicit and (munchausen or not c.double_dqn) else 0
+        read, _ = self._distribution(self._target_distribution, next_observation, c.num_tau_prime_samples + apart)
+        target_next = read[..., :c.num_tau_prime_samples] if apart else read
+        chooser_q = q_values_of(self.target, read[..., c.num_tau_prime_samples:] if apart else read)
+        if not munchausen:
+            return {"target_next": target_next, "next_action": self._next_action(next_observation, chooser_q)}
+        now_fractions = c.num_quantile_samples if self._implicit else None
+        target_now, _ = self._distribution(self._target_distribution, observation, now_fractions)
         legal = {} if self._legal is None else {"legal_now": self._legal(observation),
                                                 "legal_next": self._legal(next_observation)}
-        target_now, _ = self._distribution(self._target_distribution, observation, self._config.num_tau_prime_samples)
-        return {"target_now": target_now, **legal}
+        return {"target_next": target_next, "next_action": None, "target_now": target_now, "q_next": chooser_q,
+                **legal}
 
     def _update(self, observation, action, reward, bootstrap, next_observation, weight):
         c = self._config
         if c.augment_pad > 0 or c.augment_intensity > 0:
             observation, next_observation = augment(observation, next_observation, self.generator, c.augment_pad,
                                                     c.augment_intensity)
-        target_next, _ = self._distribution(self._target_distribution, next_observation, c.num_tau_prime_samples)
-        reads_now = self._objective.reads_target_now
-        extra = self._munchausen_inputs(observation, next_observation) if reads_now else {}
-        next_action = None if reads_now else self._next_action(next_observation, target_next)
+        reads = self._target_reads(observation, next_observation)
         with tf.GradientTape() as tape:
             online, fractions = self._distribution(self._online_distribution, observation, c.num_tau_samples)
             if fractions is not None:
-                extra["fractions"] = fractions
-            per_sample, priority = self._objective(online, action, reward, c.gamma * bootstrap, target_next,
-                                                   next_action, **extra)
+                reads["fractions"] = fractions
+            per_sample, priority = self._objective(online, action, reward, c.gamma * bootstrap, **reads)
             loss = tf.reduce_mean(weight * per_sample)
         variables = self.online.trainable_variables
         self.optimizer.apply(tape.gradient(loss, variables), variables)

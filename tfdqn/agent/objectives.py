@@ -72,9 +72,9 @@ class MunchausenObjective:
         self._delta, self._tau, self._alpha, self._clip, self._quantile = delta, tau, alpha, clip, quantile
 
     def __call__(self, online, action, reward, discount, target_next, next_action, target_now=None, legal_now=None,
-                 legal_next=None, fractions=None):
+                 legal_next=None, fractions=None, q_next=None):
         y = tf.stop_gradient(munchausen_target(target_next, target_now, action, reward, discount, self._tau,
-                                               self._alpha, self._clip, legal_next, legal_now))
+                                               self._alpha, self._clip, legal_next, legal_now, q_next))
         if self._quantile:
             loss = losses.quantile_huber_loss(_at(online, action), y, kappa=1.0, fractions=fractions)
             return loss, loss

@@ -34,7 +34,17 @@ def curve_by_marks(curve: list[dict]) -> str:
 def settings(run: dict, first: dict, first_command: str | None) -> str:
     if run["config_hash"] == first["config_hash"]:
         return f"`{first_command}`" if first_command else f"preset {run.get('preset') or 'none'}"
-    return "; ".join(recipe_differences(run["config"], first["config"])).replace("|", "\\|")
+    return "; ".join(recipe_differences(run["config"], first["config"])).replace("|", "\\|") + undefined(run)
+
+
+def undefined(run: dict) -> str:
+    """A note on a trial whose recipe the config now refuses as undefined: Munchausen's target on n-step returns
+    (one log-policy term where an n-step return has one per step; refused since issue 69)."""
+    learner = run["config"]["learner"]
+    if learner.get("munchausen") and learner.get("n_step", 1) > 1:
+        return (f" (with n-step {learner['n_step']}: Munchausen's term for the first action only, an operator no "
+                "source defines, refused since issue 69)")
+    return ""
 
 
 def sweep_table(runs: list[dict], reports: dict) -> str:

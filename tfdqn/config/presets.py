@@ -392,6 +392,7 @@ PRESETS = {
                                                            "agent's own default is 1)"),
                     "learner.munchausen_clip": Cited(-1.0, "munchausen_rl/train.py flag clip_value_min -1 (the "
                                                            "paper's l0; the agent's own default is -10)"),
+                    "learner.n_step": _mdqn("MunchausenDQNAgent.update_horizon", 1),
                     "learner.loss": Cited("huber", "dopamine/agents/dqn/dqn_agent.py: DQNAgent's Huber loss, which "
                                                    "MunchausenDQNAgent keeps"),
                     "network.dueling": Cited(False, "dopamine/discrete_domains/atari_lib.py nature_dqn_network: one "
@@ -451,9 +452,9 @@ PRESETS = {
                                 "the training games", "atari.yaml's: 10 games every 250,000 agent steps at epsilon "
                                 "0.001", "the best network is picked as tfdqn picks it; Dopamine's published IQN "
                                 "curves are training returns"), _ADAM,
-                     Difference("the fractions Q is read at", "K = 32 drawn uniformly at every act call and for the "
-                                "target's next action", "the K = 32 midpoints (2k + 1) / 64 for acting, evaluation "
-                                "and export; the next action from the mean of the N' = 64 target quantiles drawn",
+                     Difference("the fractions acting reads Q at", "K = 32 drawn uniformly at every act call",
+                                "the K = 32 midpoints (2k + 1) / 64 for acting, evaluation and export (the learner "
+                                "draws K for the target's next action, as Dopamine does)",
                                 "a greedy policy that repeats; not measured on scores"),
                      Difference("initial weights", "uniform in +-3^(1/4) / sqrt(fan_in) (variance_scaling 1/sqrt(3), "
                                 "fan_in)", "Glorot uniform, +-sqrt(6 / (fan_in + fan_out)), as every tfdqn network",

@@ -63,7 +63,7 @@ def _validate_combinations(c: DQNConfig) -> None:
 
 
 def _validate_family(c: DQNConfig) -> None:
-    """The DQN-family rules across keys: held noise, the categorical support, Munchausen's losses."""
+    """The DQN-family rules across keys: held noise, the categorical support, Munchausen's losses and one step."""
     l = c.learner
     if c.network.noise_refresh == "update":
         _check_held_noise(c)
@@ -72,6 +72,10 @@ def _validate_family(c: DQNConfig) -> None:
         raise UserError(f"config key learner.munchausen = True with learner.loss = {l.loss!r}: Munchausen's soft "
                         f"target is built here for the Huber loss (M-DQN) and IQN's (M-IQN); allowed: learner.loss = "
                         f"{' or '.join(MUNCHAUSEN_LOSSES)}, or learner.munchausen = False")
+    if l.munchausen and l.n_step > 1:
+        raise UserError(f"config key learner.n_step = {l.n_step} with learner.munchausen = True: an n-step return "
+                        "would need Munchausen's log-policy term for every step's action, which no source defines; "
+                        "allowed: learner.n_step = 1, or learner.munchausen = False")
 
 
 def _check_held_noise(c: DQNConfig) -> None:
