@@ -58,6 +58,8 @@ def test_set_values_are_typed_by_their_field():
      "learner.munchausen = True with learner.loss = 'quantile': Munchausen's soft target is built here for the Huber "
      "loss (M-DQN) and IQN's (M-IQN); allowed: learner.loss = huber or implicit_quantile, or learner.munchausen = "
      "False"),
+    ({"run.confirm_episodes": 30}, "run.confirm_episodes = 30 confirms a hit of run.target_return, which is inf; "
+                                   "allowed: run.confirm_episodes = 0, or a finite run.target_return"),
     ({"learner.munchausen": True, "learner.n_step": 3},
      "learner.n_step = 3 with learner.munchausen = True: an n-step return would need Munchausen's log-policy term for "
      "every step's action, which no source defines; allowed: learner.n_step = 1, or learner.munchausen = False"),

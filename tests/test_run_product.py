@@ -10,7 +10,7 @@ import pytest
 from tfdqn import config as config_lib
 from tfdqn.run.build import build_run
 from tfdqn.run.checkpoint import BestCheckpoint
-from tfdqn.run.evaluation import FINAL
+from tfdqn.run.evaluation_seeds import FINAL
 from tfdqn.run.summary import finish
 from tfdqn.telemetry.tensorboard import read_scalars
 
@@ -74,3 +74,32 @@ def test_a_run_evaluates_its_last_network_as_a_candidate_and_reports_which_netwo
     assert summary["final_network"]["source"] == ("last" if best_step == 300 else "best")
     finals = dict(read_scalars(tmp_path / "run", "charts/final_eval_return"))
     assert finals[300] == pytest.approx(summary["final_eval_return_mean"])  # float32 in TensorBoard
+
+
+def test_the_final_evaluation_plays_seeds_no_periodic_evaluation_played_and_the_summary_lists_them(tmp_path):
+    from tfdqn.run.loop import train
+
+    summary = train(_config(), tmp_path / "run", quiet=True)
+    entries = summary["evaluation_seeds"]
+    assert [(entry["purpose"], entry["env_steps"], len(entry["seeds"])) for entry in entries] == [
+        ("periodic", 200, 2), ("periodic", 400, 2), ("final", 400, 3)]
+    periodic = {seed for entry in entries[:2] for seed in entry["seeds"]}
+    assert len(periodic) == 4 and periodic.isdisjoint(entries[2]["seeds"])
+    assert json.loads((tmp_path / "run" / "evaluation_seeds.json").read_text()) == entries
+
+
+def test_a_confirmed_hit_ends_the_run_and_is_logged_beside_the_evaluation(tmp_path):
+    """Every CartPole game scores at least 8: the first evaluation hits a target of 1 and its confirmation on
+    fresh games does too, so the run ends there."""
+    from tfdqn.run.csv_log import EVALUATIONS_HEADER, read_rows
+    from tfdqn.run.loop import train
+
+    summary = train(_config(**{"run.target_return": 1.0, "run.confirm_episodes": 4}), tmp_path / "run", quiet=True)
+    assert summary["reached_target"] is True and summary["env_steps"] == 200
+    [confirmation] = read_rows(tmp_path / "run" / "confirmations.csv", EVALUATIONS_HEADER)
+    [evaluation] = read_rows(tmp_path / "run" / "evaluations.csv", EVALUATIONS_HEADER)
+    assert confirmation["env_steps"] == evaluation["env_steps"] == 200
+    assert confirmation["run_seconds"] >= evaluation["run_seconds"] and confirmation["return_mean"] >= 1
+    assert [entry["purpose"] for entry in summary["evaluation_seeds"]] == ["periodic", "confirmation", "final"]
+    best = json.loads((tmp_path / "run" / "checkpoints" / "best.json").read_text())
+    assert len(best["returns"]) == 4  # picked by its confirmation's games

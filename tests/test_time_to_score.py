@@ -14,8 +14,8 @@ import pytest
 from tests.conftest import REPO
 
 TINY_PONG = ["--set=env.screen_size=42", "--set=replay.capacity=2000", "--set=run.learning_starts=300",
-             "--set=run.eval_every=400", "--set=run.eval_episodes=1", "--set=run.final_eval_episodes=1",
-             "--set=run.checkpoint_every=400", "--set=run.num_envs=2", "--set=env.max_episode_frames=2000"]
+             "--set=run.eval_every=400", "--set=run.eval_episodes=1", "--product-episodes=1",
+             "--confirm-episodes=2", "--set=run.checkpoint_every=400", "--set=run.num_envs=2", "--set=env.max_episode_frames=2000"]
 
 
 def _bench(tmp_path, *args):
@@ -34,8 +34,11 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     run = json.loads((tmp_path / "bench.json").read_text())["runs"][0]
     assert (run["game"], run["seed"], run["target"], run["solved"]) == ("Pong", 0, -21.0, True)
     assert run["solve_env_steps"] == 400 and run["env_steps"] == 400  # ended at the first evaluation, not at 4,000
-    first = run["curve"][0]
-    assert run["solve_wall_seconds"] == first["wall_seconds"] and 0 < first["wall_seconds"] <= run["run_seconds"]
+    first, [confirmation] = run["curve"][0], run["confirmations"]
+    assert run["first_hit_env_steps"] == confirmation["env_steps"] == 400 and run["confirm_episodes"] == 2
+    assert run["first_hit_wall_seconds"] == first["wall_seconds"] <= run["solve_wall_seconds"]
+    assert run["solve_wall_seconds"] == confirmation["wall_seconds"] and 0 < first["wall_seconds"] <= run["run_seconds"]
+    assert run["final_eval_episodes"] == 1 and run["product_env_steps"] == 400
     assert first["env_steps"] == 400 and first["return_mean"] >= -21
     assert run["final_eval_return"] is not None
     assert run["protocol"].startswith("protocol: ALE/Pong-v5, epsilon 0.05,") and "42x42 grayscale" in run["protocol"]
@@ -43,7 +46,10 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     assert run_dir.name == f"Pong-config-{run['config_hash']}-seed0" and run["config"]["run"]["target_return"] == -21
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["reached_target"] is True and summary["target_return"] == -21.0
-    assert "| Pong | config | 0 | -21 | yes | 400 |" in (tmp_path / "bench.md").read_text()
+    hit = f"400, {run['first_hit_wall_seconds'] / 60:.1f} min | 400, {run['solve_wall_seconds'] / 60:.1f} min"
+    product = f"{run['final_eval_return']:.1f} on 1 (last network {run['last_network_eval_return']:.1f})"
+    assert f"| Pong | config | 0 | -21 | yes, 2 games | {hit} | {product} |" in \
+        (tmp_path / "bench.md").read_text()
     assert (tmp_path / "curves.png").stat().st_size > 0 and (tmp_path / "curves.svg").stat().st_size > 0
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     assert run["commit"] == summary["code"]["commit"] == head  # the code the training process imported
@@ -64,7 +70,7 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     svg = (tmp_path / "beside.svg").read_text()
     [other] = [r for r in json.loads((tmp_path / "bench.json").read_text())["runs"] if r["target"] == 21]
     assert f"Pong config {other['config_hash']} seed 0" in svg and f"Pong config {run['config_hash']} seed 0" in svg
-    assert "1 run to train" in higher.stdout and "| Pong | config | 0 | 21 | no | - |" in higher.stdout
+    assert "1 run to train" in higher.stdout and "| Pong | config | 0 | 21 | no, 2 games | - | - |" in higher.stdout
     # the sweep table: both recipes as trials, the second with what it set otherwise than the first
     first, second = (row.split(" | ") for row in (tmp_path / "sweep.md").read_text().splitlines()[2:])
     assert first[:3] == ["| T1", run["config_hash"], "0"] and "--target -21 --total-steps 4000`" in first[3]
@@ -118,7 +124,7 @@ def test_a_trial_stopped_by_sigterm_enters_the_record_as_it_stands_and_is_not_re
     [run] = json.loads((tmp_path / "bench.json").read_text())["runs"]
     assert run["stopped_by"] == "SIGTERM" and run["solved"] is False and run["final_eval_return"] is None
     assert 400 <= run["env_steps"] < 20000 and run["curve"][0]["env_steps"] == 400
-    assert "| Pong | config | 0 | 21 | no (stopped) | - |" in (tmp_path / "bench.md").read_text()
+    assert "| Pong | config | 0 | 21 | no, 2 games (stopped) | - | - |" in (tmp_path / "bench.md").read_text()
     row = (tmp_path / "sweep.md").read_text().splitlines()[2].split(" | ")
     assert row[7] == "21: no" and row[8].endswith(f" {run['run_seconds'] / 60:.0f} min, stopped |")
     # the same command without the flag finds the trial recorded, and leaves its folder as it was
@@ -126,6 +132,13 @@ def test_a_trial_stopped_by_sigterm_enters_the_record_as_it_stands_and_is_not_re
     again = _bench(tmp_path, *args)
     assert again.returncode == 0, again.stderr
     assert "nothing to train" in again.stdout and (run_dir / "summary.json").stat().st_mtime_ns == written
+
+
+def test_a_key_the_command_sets_from_its_own_flag_is_refused_as_a_set_in_one_line(tmp_path):
+    result = _bench(tmp_path, "--seeds", "1", "--target", "18", "--set=run.final_eval_episodes=5")
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "tfdqn time-to-score: error: --set run.final_eval_episodes=5: this command sets run.final_eval_episodes from "
+        "--product-episodes; allowed: --product-episodes"]
 
 
 def test_bad_seeds_are_refused_in_one_line(tmp_path):

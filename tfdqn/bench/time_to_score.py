@@ -3,17 +3,22 @@
     tfdqn time-to-score --game Pong --preset atari_cpu --seeds 1 2 --target 18 \\
         --out docs/bench-atari-pong.json --plot docs/atari-pong
 
-Each seed is one `python -m tfdqn.train` process with `run.target_return` set, so the run ends at the
-first periodic evaluation that reaches the target (evaluated as the config says: `run.eval_every`,
-`run.eval_episodes`, `exploration.eval_epsilon`, on vector envs), then plays its final evaluation.
+Each seed is one `python -m tfdqn.train` process with `run.target_return` set. A periodic evaluation that
+reaches the target (evaluated as the config says: `run.eval_every`, `run.eval_episodes`,
+`exploration.eval_epsilon`, on vector envs) is a first hit; the same network then plays `--confirm-episodes`
+fresh games (`run.confirm_episodes`: seeds no evaluation used before), and the run ends only where their mean
+reaches the target too, else it goes on to the next evaluation. A lucky evaluation of 10 games is not a score.
+The run's product (the network its confirmations, or else its evaluations, rate best) then plays
+`--product-episodes` further fresh games (`run.final_eval_episodes`), which selected nothing: its score.
 The wall-clock is the run clock (`tfdqn.run.clock`): seconds from the process's start, continued across
 a resume. Runs are named by their RunKey (the hash of the resolved config, the target and the step budget
 among its keys, and the seed): a run of another target or budget is a run of its own. Seeds run at once
 as the CPUs allow (`--cpus-per-run`) or as Ray tasks (`--ray-address`); a stopped run resumes from its
 newest checkpoint and continues its curve.
 
-Writes: the record (`--out`: every run it has recorded, each with its config hash, resolved config, commit,
-solved, solve_env_steps, solve_wall_seconds, final_eval_return and the curve), a Markdown table of this
+Writes: the record (`--out`: every run it has recorded, each with its config hash, resolved config, commit, the
+first hit and the confirmed one (solved, solve_env_steps, solve_wall_seconds), each confirmation, the product's
+score on its fresh games and the last network's, and the curve), a Markdown table of this
 recipe's runs (every seed the record holds, also those of earlier invocations), their curves against env steps
 and wall-clock (`--plot PREFIX`: PREFIX.png and PREFIX.svg, with the game's other recipes in the record dashed
 beside them, each labelled with its hash), and
@@ -33,7 +38,7 @@ from tfdqn.atomic import atomic_write
 from tfdqn.cli import OneLineErrorParser, number
 from tfdqn.errors import UserError
 from tfdqn.config.presets import PRESETS
-from tfdqn.run.csv_log import read_evaluations
+from tfdqn.run.csv_log import EVALUATIONS_HEADER, read_rows
 from tfdqn.run.run_dir import read_summary
 from tfdqn.bench import sweep
 from tfdqn.bench.report import run_benchmark, machine, publish_table
@@ -53,6 +58,11 @@ def build_parser(prog: str = "tfdqn time-to-score") -> OneLineErrorParser:
     parser.add_argument("--config", action="append", default=[], metavar="FILE", help="YAML config file (repeatable)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a config key")
     parser.add_argument("--total-steps", type=number(int), help="env steps at most, per run (default: the config's)")
+    parser.add_argument("--confirm-episodes", type=number(int), default=30, metavar="N",
+                        help="fresh games a network whose evaluation reaches --target plays before the hit counts "
+                             "(run.confirm_episodes; 0: the evaluation's hit counts at once)")
+    parser.add_argument("--product-episodes", type=number(int), default=100, metavar="N",
+                        help="fresh games the run's product plays at the end, its score (run.final_eval_episodes)")
     parser.add_argument("--logdir", default="runs/time_to_score", help="where the run folders go")
     parser.add_argument("--out", required=True, metavar="FILE.json", help="the record: results JSON")
     parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
@@ -72,14 +82,19 @@ def train_arguments(args, seed: int) -> tuple[str, ...]:
     arguments = ["--env", args.game, "--seed", str(seed)]
     arguments += [f"--preset={args.preset}"] if args.preset else []
     arguments += [f"--config={path}" for path in args.config]
-    arguments += [f"--set={item}" for item in args.set] + [f"--set=run.target_return={args.target}"]
+    arguments += [f"--set={item}" for item in args.set] + [f"--set={key}={value}" for key, value in set_by(args).items()]
     return tuple(arguments + ([f"--total-steps={args.total_steps}"] if args.total_steps else []))
+
+
+def set_by(args) -> dict:
+    """The config keys this command's own flags set."""
+    return {"run.target_return": args.target, "run.confirm_episodes": args.confirm_episodes,
+            "run.final_eval_episodes": args.product_episodes}
 
 
 def seed_config(args, seed: int) -> config_lib.DQNConfig:
     """The config `tfdqn train` resolves from `train_arguments`: the run's recipe."""
-    overrides = {**config_lib.parse_set(args.set), "run.target_return": args.target, "run.seed": seed,
-                 "env.id": args.game}
+    overrides = {**config_lib.parse_set(args.set), **set_by(args), "run.seed": seed, "env.id": args.game}
     if args.total_steps:
         overrides["run.total_steps"] = args.total_steps
     return config_lib.resolve_config(args.config, overrides, args.preset)
@@ -94,10 +109,11 @@ def plan(args) -> list[PlannedRun]:
     return planned
 
 
-def read_curve(run_dir: pathlib.Path) -> list[dict]:
-    """The run's periodic evaluations (`evaluations.csv`), in env-step order."""
+def read_curve(run_dir: pathlib.Path, name: str = "evaluations.csv") -> list[dict]:
+    """The run's periodic evaluations (`evaluations.csv`), or its confirmations (`confirmations.csv`: none for a
+    run that kept none), in env-step order."""
     return [{"env_steps": row["env_steps"], "wall_seconds": row["run_seconds"], "return_mean": row["return_mean"],
-             "return_std": row["return_std"]} for row in read_evaluations(run_dir)]
+             "return_std": row["return_std"]} for row in read_rows(pathlib.Path(run_dir) / name, EVALUATIONS_HEADER)]
 
 
 def protocol(run_dir: pathlib.Path) -> str:
@@ -112,32 +128,65 @@ def protocol(run_dir: pathlib.Path) -> str:
 
 def collect(run_dir: pathlib.Path, key: RunKey) -> dict:
     """One seed's figures from its finished (or stopped and recorded as it stands) run folder, with the resolved
-    config that made them."""
+    config that made them. `solved` and `solve_*` are the confirmed hit (where the run confirmed its hits), the
+    first hit beside it."""
     summary = read_summary(run_dir)  # written only when the run finished or a signal stopped it
     config = config_lib.build_config([run_dir / "config.yaml"], {})
     target, curve = config.run.target_return, read_curve(run_dir)
-    solved = next((point for point in curve if point["return_mean"] >= target), None)
+    confirmations = read_curve(run_dir, "confirmations.csv")
+    first_hit = next((point for point in curve if point["return_mean"] >= target), None)
+    solved = next((point for point in confirmations if point["return_mean"] >= target), None) \
+        if config.run.confirm_episodes else first_hit
     return {"target": target, "solved": solved is not None,
             "solve_env_steps": solved["env_steps"] if solved else None,
             "solve_wall_seconds": solved["wall_seconds"] if solved else None,
+            "confirm_episodes": config.run.confirm_episodes,
+            "first_hit_env_steps": first_hit["env_steps"] if first_hit else None,
+            "first_hit_wall_seconds": first_hit["wall_seconds"] if first_hit else None,
+            "confirmations": confirmations,
             "final_eval_return": summary.get("final_eval_return_mean"),
             "final_eval_episodes": summary.get("final_eval_episodes"),
+            "last_network_eval_return": summary.get("last_network_eval_return_mean"),
+            "product_env_steps": summary.get("final_network", {}).get("env_steps"),
             "env_steps": summary["env_steps"], "run_seconds": summary["run_seconds"],
             "stopped_by": summary.get("stopped_by"),
             "env_steps_per_sec": summary["env_steps_per_sec"], "protocol": protocol(run_dir), "curve": curve,
             "config": config_lib.to_dict(config)}
 
 
+def hit(run: dict, first: bool = False) -> str:
+    """`env steps, minutes` of the run's confirmed hit (`first`: its first, unconfirmed one; in a record from before
+    confirmations, the hit it ended at), or "-"."""
+    first = first and "first_hit_env_steps" in run
+    steps, seconds = ((run["first_hit_env_steps"], run["first_hit_wall_seconds"]) if first else
+                      (run["solve_env_steps"], run["solve_wall_seconds"]))
+    return "-" if steps is None else f"{steps:,}, {seconds / 60:.1f} min"
+
+
+def confirmed(run: dict) -> str:
+    """Whether the run reached its target, as its record can say: confirmed on fresh games, or by one evaluation
+    (a record from before confirmations, or one that asked for none)."""
+    if not run.get("confirm_episodes"):
+        return f"{'yes' if run['solved'] else 'no'}, unconfirmed"
+    return f"{'yes' if run['solved'] else 'no'}, {run['confirm_episodes']} games"
+
+
+def product(run: dict) -> str:
+    """The product's mean on the final evaluation's fresh games, with their count, and the last network's."""
+    if run["final_eval_return"] is None:
+        return "-"
+    last = run.get("last_network_eval_return")
+    return (f"{run['final_eval_return']:.1f} on {run['final_eval_episodes']}" +
+            (f" (last network {last:.1f})" if last is not None else ""))
+
+
 def markdown_table(runs: list[dict]) -> str:
-    lines = ["| game | preset | seed | target | reached | env steps | wall-clock (min) | final eval | run (min) |",
-             "|---|---|---:|---:|---|---:|---:|---:|---:|"]
+    lines = ["| game | preset | seed | target | reached | first hit | confirmed hit | product: fresh games | run (min) |",
+             "|---|---|---:|---:|---|---|---|---|---:|"]
     for r in runs:
-        minutes = f"{r['solve_wall_seconds'] / 60:.1f}" if r["solved"] else "-"
-        steps = f"{r['solve_env_steps']:,}" if r["solved"] else "-"
-        final = f"{r['final_eval_return']:.1f}" if r["final_eval_return"] is not None else "-"
         lines.append(f"| {r['game']} | {r['preset'] or 'config'} | {r['seed']} | {r['target']:g} | "
-                     f"{'yes' if r['solved'] else 'no'}{' (stopped)' if r.get('stopped_by') else ''} | {steps} | "
-                     f"{minutes} | {final} | {r['run_seconds'] / 60:.1f} |")
+                     f"{confirmed(r)}{' (stopped)' if r.get('stopped_by') else ''} | {hit(r, first=True)} | "
+                     f"{hit(r) if r.get('confirm_episodes') else '-'} | {product(r)} | {r['run_seconds'] / 60:.1f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -162,6 +211,10 @@ def plot_curves(runs: list[dict], beside: list[dict], prefix: str) -> None:
         means = [p["return_mean"] for p in r["curve"]]
         by_steps.plot(steps, means, style, marker="o", ms=3, label=label, color=colour)
         by_time.plot(minutes, means, style, marker="o", ms=3, label=label, color=colour)
+        for ax, x in ((by_steps, "env_steps"), (by_time, "wall_seconds")):  # confirmations: stars, filled if confirmed
+            for point in r.get("confirmations", []):
+                ax.plot(point[x] / (60 if x == "wall_seconds" else 1), point["return_mean"], "*", ms=9, color=colour,
+                        mfc=colour if point["return_mean"] >= r["target"] else "none")
     for ax, xlabel in ((by_steps, "env steps (agent steps)"), (by_time, "wall-clock from process start (minutes)")):
         for target in sorted({r["target"] for r in runs}):
             ax.axhline(target, ls="--", c="grey", lw=1)
@@ -176,7 +229,15 @@ def plot_curves(runs: list[dict], beside: list[dict], prefix: str) -> None:
 
 
 def _check(args) -> None:
-    config_lib.parse_set(args.set)  # a malformed --set fails here, before any run
+    given = config_lib.parse_set(args.set)  # a malformed --set fails here, before any run
+    for key, flag in (("run.target_return", "--target"), ("run.confirm_episodes", "--confirm-episodes"),
+                      ("run.final_eval_episodes", "--product-episodes")):
+        if key in given:
+            raise UserError(f"--set {key}={given[key]}: this command sets {key} from {flag}; allowed: {flag}")
+    if args.confirm_episodes < 0 or args.product_episodes < 1:
+        bad = (f"--confirm-episodes {args.confirm_episodes}: allowed: an integer >= 0" if args.confirm_episodes < 0
+               else f"--product-episodes {args.product_episodes}: allowed: an integer >= 1")
+        raise UserError(bad)
     if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
         raise UserError(f"--seeds {' '.join(map(str, args.seeds))}: allowed: distinct integers >= 0")
     if args.plot:

@@ -323,10 +323,15 @@ class RunConfig:
     eval_every: int = _field(0, "env steps between periodic evaluations; 0 turns them off",
                              allowed=INT_AT_LEAST_0)
     target_return: float = _field(math.inf, "end the run at the first periodic evaluation whose mean return "
-                                            "reaches this, then evaluate and export as at the end; inf: never",
+                                            "reaches this (and, with run.confirm_episodes, whose confirmation "
+                                            "does too), then evaluate and export as at the end; inf: never",
                                   allowed=Allowed("a number, or inf", lambda value: not math.isnan(value)))
     eval_episodes: int = _field(5, "episodes per periodic evaluation",
                                 allowed=INT_AT_LEAST_1)
+    confirm_episodes: int = _field(0, "fresh games (seeds no evaluation used before) that a network whose periodic "
+                                      "evaluation reaches run.target_return plays again: the hit counts only if "
+                                      "their mean reaches it too, and that mean is what picks the best network; "
+                                      "0: the periodic evaluation's hit counts at once", allowed=INT_AT_LEAST_0)
     final_eval_episodes: int = _field(10, "episodes of the evaluation at the end of the run",
                                       allowed=INT_AT_LEAST_1)
     num_envs: int = _field(1, "envs stepped together (one act call for all); env steps count across all envs",

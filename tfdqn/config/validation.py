@@ -44,6 +44,10 @@ def _validate_combinations(c: DQNConfig) -> None:
     if c.compute.deterministic and c.actors.kind != "inline":  # chunks arrive in timing order
         raise UserError(f"config key compute.deterministic = True with actors.kind = {c.actors.kind!r} cannot repeat "
                         f"a run; allowed: one of the two (actors.kind = 'inline' repeats)")
+    if c.run.confirm_episodes and math.isinf(c.run.target_return):
+        raise UserError(f"config key run.confirm_episodes = {c.run.confirm_episodes} confirms a hit of "
+                        f"run.target_return, which is inf; allowed: run.confirm_episodes = 0, or a finite "
+                        f"run.target_return")
     if not math.isinf(c.run.target_return) and c.run.eval_every == 0:
         raise UserError(f"config key run.target_return = {c.run.target_return} needs periodic evaluations, but "
                         f"run.eval_every = 0; allowed: run.eval_every >= 1, or run.target_return = inf")

@@ -29,6 +29,7 @@ from tfdqn.run.collectors import IllegalActionCount, VectorEnvCollector
 from tfdqn.run.drivers import make_driver
 from tfdqn.run.episodes import EpisodeLog
 from tfdqn.run.evaluation import Evaluator
+from tfdqn.run.evaluation_seeds import FILE as EVALUATION_SEEDS, EvaluationSeeds
 from tfdqn.run.csv_log import EVALUATIONS_HEADER, CsvLog
 from tfdqn.run.hooks import EvaluationHook, ProfilerHook, SummaryHook, SummarySources
 from tfdqn.run.lock import RunLock
@@ -65,6 +66,7 @@ class Run:
     episodes: EpisodeLog
     evaluator: Evaluator
     evaluations: CsvLog  # evaluations.csv
+    confirmations: CsvLog  # confirmations.csv: the hits' confirmations (run.confirm_episodes)
     clock: RunClock
     checkpoint: CheckpointService  # a run service the loop calls, not a hook
     stop: StopRequest
@@ -165,8 +167,9 @@ def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None, on
                              run.writer, run.episodes, run.collector, run.checkpoint, lambda: _replay_gib(run),
                              lambda: run.evaluation.last_mean, pace.seconds_left)
     run.evaluation = EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer,
-                                    BestCheckpoint(run.run_dir / "checkpoints", agent.online), run.evaluations,
-                                    run.clock, config.target_return, on_evaluation)
+                                    BestCheckpoint(run.run_dir / "checkpoints", agent.online),
+                                    (run.evaluations, run.confirmations), run.clock, config.target_return,
+                                    config.confirm_episodes, on_evaluation)
     hooks = [PaceHook(pace), SummaryHook(config.log_every, config.total_steps, sources, quiet), run.evaluation]
     if profile_steps:
         hooks.append(ProfilerHook(profile_steps, run.run_dir / "profile"))
@@ -188,13 +191,13 @@ def _make_writer(config: DQNConfig, run_dir: pathlib.Path, resume: bool, closing
     return writer
 
 
-def _make_evaluation_log_and_clock(run_dir: pathlib.Path, resumed_from: int | None, agent: Agent, started: float,
-                                   closing: contextlib.ExitStack) -> tuple[CsvLog, RunClock]:
-    """evaluations.csv (cut back to the checkpoint on resume) and the run clock, going on from the
-    checkpoint's reading: what time to a score is read from."""
-    evaluations = closing.enter_context(contextlib.closing(
-        CsvLog(run_dir / "evaluations.csv", EVALUATIONS_HEADER, resumed_from)))
-    return evaluations, RunClock(agent.counters.run_seconds, started)
+def _make_evaluation_logs_and_clock(run_dir: pathlib.Path, resumed_from: int | None, agent: Agent, started: float,
+                                    closing: contextlib.ExitStack) -> tuple[CsvLog, CsvLog, RunClock]:
+    """evaluations.csv and confirmations.csv (cut back to the checkpoint on resume) and the run clock, going on
+    from the checkpoint's reading: what time to a score is read from."""
+    evaluations, confirmations = (closing.enter_context(contextlib.closing(
+        CsvLog(run_dir / name, EVALUATIONS_HEADER, resumed_from))) for name in ("evaluations.csv", "confirmations.csv"))
+    return evaluations, confirmations, RunClock(agent.counters.run_seconds, started)
 
 
 def _say_if_no_update(config: DQNConfig) -> None:
@@ -248,14 +251,16 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         monitor = SystemMonitor(period=0.5).start()
         closing.callback(monitor.stop)
         episodes = closing.enter_context(contextlib.closing(EpisodeLog(run_dir / "episodes.csv", resumed_from)))
-        evaluations, clock = _make_evaluation_log_and_clock(run_dir, resumed_from, agent, started, closing)
-        evaluator = Evaluator(config.env, spec, agent.actor, config.run.seed, config.exploration.eval_epsilon,
+        evaluations, confirmations, clock = _make_evaluation_logs_and_clock(run_dir, resumed_from, agent, started,
+                                                                            closing)
+        seeds = EvaluationSeeds(config.run.seed, run_dir / EVALUATION_SEEDS, resumed_from)
+        evaluator = Evaluator(config.env, spec, agent.actor, seeds, config.exploration.eval_epsilon,
                               should_stop=lambda: stop.requested)
         closing.callback(evaluator.close)
         checkpoint = CheckpointService(config.run.checkpoint_every, checkpointer, collector, agent.learner,
-                                       (episodes, evaluations), clock, last=resumed_from)
+                                       (episodes, evaluations, confirmations), clock, last=resumed_from)
         run = Run(config, run_dir, spec, agent, replay, replay_lock, collector, driver, timer, monitor, writer,
-                  episodes, evaluator, evaluations, clock, checkpoint, stop, resumed_from, closing)
+                  episodes, evaluator, evaluations, confirmations, clock, checkpoint, stop, resumed_from, closing)
         run.hooks = _make_hooks(run, quiet, profile_steps, on_evaluation)
         run.start_counts = agent.counters.read()
         timer.restart()

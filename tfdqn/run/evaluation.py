@@ -2,10 +2,10 @@
 
 The run's own evaluations play their games side by side in a vector env (one act call per step for
 all of them), so ten CartPole games cost about as many act calls as one; `run_episodes` plays one env
-at a time for the evaluate command and videos. Every evaluation is seeded from the run's seed, its purpose and the env step it runs at, and draws its
-random actions from the actor's evaluation RNG. So an evaluation depends only on the weights and
-where it happens: it does not move training's random streams, and a resumed run replays none of the
-games it evaluated before.
+at a time for the evaluate command and videos. Every evaluation is seeded from the run's seed, its purpose and
+the env step it runs at (`evaluation_seeds`: never a seed an earlier evaluation used), and draws its random
+actions from the actor's evaluation RNG. So an evaluation depends only on the weights and where it happens: it
+does not move training's random streams, and a resumed run replays none of the games it evaluated before.
 """
 
 from __future__ import annotations
@@ -15,18 +15,11 @@ import tensorflow as tf
 
 from tfdqn.agent.actor import Actor
 from tfdqn.envs.make import EnvSpec
-from tfdqn.envs.seeds import derive_seed
 from tfdqn.envs.vector import make_vector_env
 from tfdqn.replay.frame_stack import FrameStack
+from tfdqn.run.evaluation_seeds import PERIODIC, EvaluationSeeds
 
-PERIODIC, FINAL = 1, 2  # seed streams of the periodic and the final evaluation
 MAX_EVALUATION_ENVS = 16  # games played side by side; more episodes than this take turns
-
-
-def evaluation_seed(seed: int, purpose: int, env_steps: int) -> int:
-    """A 31-bit seed that no training env and no other evaluation of the run shares (31 bits: env 0 of
-    a vector evaluation is reset with it, and ale-py's vector env takes a non-negative C int)."""
-    return derive_seed(seed, purpose, env_steps, bits=31)
 
 
 def play_steps(env, spec: EnvSpec, choose, seed: int | None = None):
@@ -112,16 +105,16 @@ def run_vector_episodes(vector, spec: EnvSpec, actor: Actor, episodes: int, epsi
 class Evaluator:
     """Evaluates the actor on up to 16 envs side by side, made on first use for each size and reused."""
 
-    def __init__(self, env_config, spec: EnvSpec, actor: Actor, seed: int, epsilon: float, should_stop):
+    def __init__(self, env_config, spec: EnvSpec, actor: Actor, seeds: EvaluationSeeds, epsilon: float, should_stop):
         self._env_config, self._spec, self._actor = env_config, spec, actor
-        self._seed, self._epsilon, self._should_stop = seed, epsilon, should_stop
+        self.seeds, self._epsilon, self._should_stop = seeds, epsilon, should_stop
         self._vectors = {}  # number of envs -> vector env
 
     def evaluate(self, episodes: int, env_steps: int, purpose: int = PERIODIC) -> list[float] | None:
         """Raw returns of `episodes` whole games, or None where a stop request cut the evaluation short:
         the games that finish first are the short ones, so a part of an evaluation is discarded whole."""
-        seed = evaluation_seed(self._seed, purpose, env_steps)
         n = min(episodes, MAX_EVALUATION_ENVS)
+        seed = self.seeds.base_seed(purpose, env_steps, n)
         if n not in self._vectors:
             self._vectors[n], _ = make_vector_env(self._env_config, n, seed=seed)
         returns = run_vector_episodes(self._vectors[n], self._spec, self._actor, episodes, self._epsilon, seed,

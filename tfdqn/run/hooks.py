@@ -20,6 +20,7 @@ import tensorflow as tf
 import tqdm
 
 from tfdqn.run.cadence import crossed
+from tfdqn.run.evaluation_seeds import CONFIRMATION
 
 
 class PeriodicHook:
@@ -50,8 +51,12 @@ class EvaluationHook(PeriodicHook):
     network included, so the best is the run's product. An evaluation a stop signal cut short is
     discarded whole: the games that finish first are the short ones, whose returns are not the network's.
 
-    `reached_target`: whether an evaluation's mean has reached `target` (`run.target_return`), which
-    ends the run; a resumed run reads it back from the rows it kept. `on_evaluation` (the Python API's):
+    `reached_target`: whether the run reached `target` (`run.target_return`), which ends it. With
+    `confirm_episodes` (`run.confirm_episodes`), a periodic evaluation that reaches it is only a hit: the same
+    network plays that many games on seeds no evaluation used before (`confirmations.csv`,
+    `charts/confirmation_return`), the target counts as reached only if their mean reaches it too, and the
+    confirmation's games, not the hit's, are what the best network is picked by: a lucky evaluation's games
+    choose nothing. A resumed run reads it back from the rows it kept. `on_evaluation` (the Python API's):
     called with each evaluation's record; True ends the run as the target would (`ended_by_callback`).
     `last_mean`: the newest evaluation's mean return (None before the first), which the progress bar
     shows beside the exploration return."""
@@ -59,13 +64,15 @@ class EvaluationHook(PeriodicHook):
     phase = "eval"
     reads_weights = True
 
-    def __init__(self, period: int, evaluator, episodes: int, writer, best, log, clock, target: float,
-                 on_evaluation: Callable[[dict], bool | None] | None = None):
+    def __init__(self, period: int, evaluator, episodes: int, writer, best, logs: tuple, clock, target: float,
+                 confirm_episodes: int = 0, on_evaluation: Callable[[dict], bool | None] | None = None):
         super().__init__(period, at_end=True)
         self._evaluator, self._episodes, self._writer, self._best = evaluator, episodes, writer, best
-        self._log, self._clock, self._target, self._on_evaluation = log, clock, target, on_evaluation
-        means = [float(row.split(",")[2]) for row in log.rows]
-        self.reached_target = any(mean >= target for mean in means)
+        (self._log, self._confirmations), self._clock, self._target = logs, clock, target
+        self._confirm_episodes, self._on_evaluation = confirm_episodes, on_evaluation
+        means = [float(row.split(",")[2]) for row in self._log.rows]
+        deciding = self._confirmations.rows if confirm_episodes else self._log.rows
+        self.reached_target = any(float(row.split(",")[2]) >= target for row in deciding)
         self.ended_by_callback = False
         self.last_mean = means[-1] if means else None
 
@@ -75,17 +82,32 @@ class EvaluationHook(PeriodicHook):
 
     def __call__(self, env_steps: int) -> None:
         returns = self._evaluator.evaluate(self._episodes, env_steps)
-        if returns is not None:  # None: a stop signal cut it short
-            mean, seconds = float(np.mean(returns)), round(self._clock.seconds(), 3)
-            self._writer.scalars(env_steps, {"charts/eval_return": mean})
-            self._log.write(env_steps, seconds, mean, float(np.std(returns)))
-            self._best.offer(env_steps, returns)
-            self.reached_target = self.reached_target or mean >= self._target
-            self.last_mean = mean
-            if self._on_evaluation is not None:
-                record = {"env_steps": env_steps, "run_seconds": seconds, "return_mean": mean,
-                          "return_std": float(np.std(returns)), "returns": list(returns)}
-                self.ended_by_callback = self.ended_by_callback or self._on_evaluation(record) is True
+        if returns is None:  # None: a stop signal cut it short
+            return
+        mean, seconds = float(np.mean(returns)), round(self._clock.seconds(), 3)
+        hit = mean >= self._target
+        confirmation = self._confirm(env_steps) if hit and self._confirm_episodes else None
+        if confirmation is None and hit and self._confirm_episodes:  # a stop signal cut the confirmation short
+            return
+        self._writer.scalars(env_steps, {"charts/eval_return": mean})
+        self._log.write(env_steps, seconds, mean, float(np.std(returns)))
+        if confirmation is not None:  # its clock reading: when the hit was confirmed, after its games
+            confirmed_mean = float(np.mean(confirmation))
+            self._writer.scalars(env_steps, {"charts/confirmation_return": confirmed_mean})
+            self._confirmations.write(env_steps, round(self._clock.seconds(), 3), confirmed_mean,
+                                      float(np.std(confirmation)))
+        self._best.offer(env_steps, returns if confirmation is None else confirmation)
+        self.reached_target = self.reached_target or (hit if confirmation is None else confirmed_mean >= self._target)
+        self.last_mean = mean
+        if self._on_evaluation is not None:
+            record = {"env_steps": env_steps, "run_seconds": seconds, "return_mean": mean,
+                      "return_std": float(np.std(returns)), "returns": list(returns),
+                      **({"confirmation_returns": list(confirmation)} if confirmation is not None else {})}
+            self.ended_by_callback = self.ended_by_callback or self._on_evaluation(record) is True
+
+    def _confirm(self, env_steps: int) -> list[float] | None:
+        """The confirmation's returns, on seeds no evaluation used before; None if a stop signal cut it short."""
+        return self._evaluator.evaluate(self._confirm_episodes, env_steps, purpose=CONFIRMATION)
 
 
 @dataclasses.dataclass(frozen=True)

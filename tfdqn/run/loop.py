@@ -106,5 +106,6 @@ def train(config: DQNConfig, run_dir: pathlib.Path, quiet: bool = False,
             summary.update(finish(run, env_steps))
         if run.stop.requested:  # before or during the final evaluation
             summary["stopped_by"] = run.stop.signal_name
+        summary["evaluation_seeds"] = run.evaluator.seeds.entries  # which games each evaluation played
         write_json(pathlib.Path(run_dir) / "summary.json", summary)
     return summary

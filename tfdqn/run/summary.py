@@ -8,7 +8,7 @@ import numpy as np
 
 from tfdqn.policy.saved_model import default_policy_dir, export_policy
 from tfdqn.run.checkpoint import restore_online
-from tfdqn.run.evaluation import FINAL
+from tfdqn.run.evaluation_seeds import FINAL
 from tfdqn.run.markers import read_best
 
 
