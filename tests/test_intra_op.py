@@ -115,3 +115,37 @@ def test_an_unverified_tensorflow_acts_on_the_pool_with_one_warning(monkeypatch)
             "using the slower public path, the intra-op pool for every act call"]
     finally:
         intra_op.available.cache_clear()
+
+
+# A fresh process, so nothing is cached: every fence is asked under versions outside its verified list, with
+# ctypes.CDLL wrapped to note each library opened (and then open it as before).
+_LOOK_FIRST = """
+import ctypes, json, warnings
+opened = []
+real = ctypes.CDLL
+ctypes.CDLL = lambda name, *args, **kwargs: (opened.append(str(name)), real(name, *args, **kwargs))[1]
+import numpy as np
+import tensorflow as tf
+from tfdqn.agent import flat_call, fused_adam, intra_op
+intra_op.TF_VERSION = flat_call.TF_VERSION = "3.99.0"
+fused_adam.KERAS_VERSION = "4.99.0"
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    available = intra_op.available()
+    call = flat_call.FlatCall(tf.function(lambda x: x + 1, input_signature=[tf.TensorSpec([None], tf.float32)]),
+                              serial_rows=1)
+    adam = fused_adam.FusedAdam(1e-3)
+    adam.build([tf.Variable(np.ones(3, np.float32))])
+probes = [flat_call._direct_call_works, flat_call._eager_tensor_takes_numpy, intra_op._functions]
+print(json.dumps({"available": available, "flat private": call.private, "adam private": adam.private,
+                  "opened": opened, "probed": [probe.cache_info().misses for probe in probes],
+                  "warnings": sorted(str(w.message).split(":")[0] for w in caught if "public path" in str(w.message))}))
+"""
+
+
+def test_an_unverified_version_opens_no_library_and_runs_no_probe_before_taking_the_public_path():
+    result = subprocess.run([sys.executable, "-c", _LOOK_FIRST], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout.splitlines()[-1])
+    assert figures == {"available": False, "flat private": False, "adam private": False, "opened": [],
+                       "probed": [0, 0, 0], "warnings": ["FlatCall", "FusedAdam", "one intra-op thread"]}

@@ -104,7 +104,7 @@ def private_call_flat_ok() -> bool:
     once per process where not."""
     return private_api.private_path_ok("FlatCall", "TensorFlow", TF_VERSION, TF_VERIFIED,
                                        "ConcreteFunction._call_flat, its function call or EagerTensor",
-                                       _call_flat_has_its_shape() and _eager_tensor_takes_numpy()
+                                       lambda: _call_flat_has_its_shape() and _eager_tensor_takes_numpy()
                                        and _direct_call_works(), "tf.convert_to_tensor, concrete(*tensors)")
 
 

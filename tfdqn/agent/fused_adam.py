@@ -30,10 +30,11 @@ def _slots_have_their_shape(optimizer: keras.optimizers.Adam, var_list: list) ->
                and all(hasattr(getattr(v, "value", None), "handle") for v in s) for s in slots)
 
 
-def _private_ok(slots_ok: bool = True) -> bool:
-    """Whether the Keras internals may be used; warns once per process where not."""
+def _private_ok(slots_ok=lambda: True) -> bool:
+    """Whether the Keras internals may be used (`slots_ok()`: the optimizer's slots too); warns once per process
+    where not."""
     return private_api.private_path_ok("FusedAdam", "Keras", KERAS_VERSION, KERAS_VERIFIED, _INTERNALS,
-                                       slots_ok and _internals_have_their_shape(), "Keras Adam.update_step")
+                                       lambda: slots_ok() and _internals_have_their_shape(), "Keras Adam.update_step")
 
 
 class FusedAdam(keras.optimizers.Adam):
@@ -55,7 +56,7 @@ class FusedAdam(keras.optimizers.Adam):
         if self.built:
             return
         super().build(var_list)
-        self.private = self.private and _private_ok(_slots_have_their_shape(self, var_list))
+        self.private = self.private and _private_ok(lambda: _slots_have_their_shape(self, var_list))
 
     def update_step(self, gradient, variable, learning_rate):
         if not self.private:

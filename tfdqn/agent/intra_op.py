@@ -49,7 +49,7 @@ def available() -> bool:
     """Whether a thread's intra-op parallelism can be capped here; warns once per process where not."""
     return private_api.private_path_ok("one intra-op thread", "TensorFlow", TF_VERSION, TF_VERIFIED,
                                        "SetPerThreadMaxParallelism in libtensorflow_framework",
-                                       _functions() is not None, "the intra-op pool for every act call")
+                                       lambda: _functions() is not None, "the intra-op pool for every act call")
 
 
 def current() -> int:
