@@ -73,3 +73,42 @@ def test_taxi_masks_are_read_from_the_info_and_a_bad_source_is_refused(tmp_path)
     assert stacked.returncode == 2 and stacked.stderr.strip() == (
         "python -m tfdqn.train: error: env.frame_stack = 4 stacks frames of one Box observation; Taxi-v4's "
         "observations are not one Box; allowed: 1 (or a wrapper that stacks inside the env)")
+
+
+def test_each_deployed_policy_of_an_info_masked_env_reads_or_requires_its_mask_and_treats_an_empty_one_as_the_graph(
+        tmp_path, capsys):
+    """Taxi gives its legal actions in the step's info: the SavedModel, a run's checkpoint and the LiteRT model, each
+    loaded as a policy, refuse a call that gives neither the mask nor the info (none acts as if every action were
+    legal), read the mask from the info they are handed, and with a mask of no legal action draw among all actions,
+    as the graph's legal_actions does."""
+    import gymnasium
+
+    from tfdqn.export import main as export
+
+    result = train_in_process("--env", "Taxi-v4", "--total-steps", "600", "--learning-starts", "300",
+                              "--set", "run.eval_every=0", "--quiet", "--logdir", str(tmp_path), "--run-name", "r")
+    assert result.returncode == 0, result.stderr
+    assert export([str(tmp_path / "r"), "--format", "litert", "--out", str(tmp_path / "lite")]) == 0
+    capsys.readouterr()
+    raw = gymnasium.make("Taxi-v4")
+    state, info = raw.reset(seed=5)
+    raw.close()
+    policies = {"saved model": tfdqn.load_policy(tmp_path / "r" / "policy", seed=0),
+                "checkpoint": tfdqn.load_policy(tmp_path / "r", seed=0),
+                "litert": tfdqn.load_policy(tmp_path / "lite" / "policy.tflite", seed=0)}
+    none_legal = np.zeros(6, np.int8)
+    for name, policy in policies.items():
+        for call in (lambda: policy.act(state), lambda: policy.q_values(state)):
+            try:
+                call()
+            except ValueError as error:
+                assert str(error) == ("this policy's env gives its legal actions in info['action_mask'], and the call "
+                                      "gave no info; allowed: action_mask=... or info=... (the step's info)"), name
+            else:
+                raise AssertionError(f"{name}: a call with no mask acted")
+        assert policy.act(state, info=info) == policy.act(state, action_mask=info["action_mask"]), name
+        assert policy.act(state, info=info) in np.flatnonzero(info["action_mask"]), name
+        q = policy.q_values(state, action_mask=none_legal)
+        assert policy.act(state, action_mask=none_legal) == q.argmax(), name  # greedy: every action, as the graph
+        explored = {int(policy.act(state, epsilon=1.0, action_mask=none_legal)) for _ in range(200)}
+        assert explored == set(range(6)), (name, explored)

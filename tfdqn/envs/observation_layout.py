@@ -143,10 +143,11 @@ class ObservationLayout:
             value = value != 0
         return value.astype(np.dtype(part.dtype).newbyteorder("<")).view(np.uint8)
 
-    def batch_inputs(self, observations, action_mask=None) -> tuple[dict, bool]:
+    def batch_inputs(self, observations, action_mask=None, info=None) -> tuple[dict, bool]:
         """(part name -> [B, *shape] array in its `input_dtype`, whether one observation was given) for one
         observation as the env gives it or a batch of them (each leaf with a leading batch axis). The mask is
-        `action_mask` where given, else a Dict observation's entry (`observation:KEY`), else every action."""
+        `action_mask` where given, else where the env gives it: a Dict observation's entry (`observation:KEY`) or
+        the step's `info` (`info:KEY`); a policy never guesses that every action is legal."""
         values, single = {}, None
         for part in self.parts:
             if part.kind == "mask":
@@ -155,14 +156,25 @@ class ObservationLayout:
             single = value.ndim == len(part.shape) if single is None else single
             values[part.name] = value
         if self.mask is not None:
-            if action_mask is None and self.mask_source.startswith("observation:"):
-                action_mask = observations[self.mask_source.split(":", 1)[1]]
-            values[MASK] = np.ones(self.num_actions, np.int8) if action_mask is None else np.asarray(action_mask)
+            values[MASK] = np.asarray(self._given_mask(observations, action_mask, info))
         shapes = {part.name: part.shape for part in self.parts}
         batch = {name: np.asarray(v[None] if single and v.ndim == len(shapes[name]) else v) for name, v in values.items()}
         size = max(len(v) for v in batch.values())
         return {part.name: np.broadcast_to(batch[part.name], (size, *part.shape)).astype(part.input_dtype)
                 for part in self.parts}, bool(single)
+
+    def _given_mask(self, observations, action_mask, info):
+        """The legal-action mask a policy caller gave: `action_mask`, else the observation's or info's entry."""
+        if action_mask is not None:
+            return action_mask
+        where, key = self.mask_source.split(":", 1)
+        source = observations if where == "observation" else info
+        if source is None or key not in source:
+            given = "no info" if source is None else f"an {where} without {key!r}"
+            ways = "action_mask=... or info=... (the step's info)" if where == "info" else "action_mask=..."
+            raise ValueError(f"this policy's env gives its legal actions in {where}[{key!r}], and the call gave "
+                             f"{given}; allowed: {ways}")
+        return source[key]
 
     def frame_inputs(self, frames: np.ndarray) -> dict:
         """`batch_inputs` of the observations byte frames hold: what an exported policy takes for them."""

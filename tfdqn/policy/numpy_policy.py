@@ -17,9 +17,10 @@ class NumpyPolicy:
     action and a vector of Q-values, a batch gives arrays. Where the env's observations are not one Box
     (`layout`, an `ObservationLayout`), they are given as the env gives them (a Dict's dict, a Tuple's tuple, a
     Discrete's index; a batch with a leading axis on each), with the legal actions as `action_mask` (one, or
-    one per observation) where the env gives those in its info; a Dict's own `action_mask` entry is read from
-    it. Random actions (epsilon > 0, drawn among the legal ones) come from a NumPy generator seeded with
-    `seed`. A subclass computes `outputs(batch)`: {"action", "q_values"}, `batch` an array, or with a layout
+    one per observation), or the step's `info` they are read from, where the env gives them in its info (a call
+    with neither is refused: a deployed policy must not act as if every action were legal); a Dict's own
+    `action_mask` entry is read from it. Random actions (epsilon > 0, drawn among the legal ones; a mask with none
+    counts every action as legal, as the graphs do) come from a NumPy generator seeded with `seed`. A subclass computes `outputs(batch)`: {"action", "q_values"}, `batch` an array, or with a layout
     a dict of arrays (`ObservationLayout.batch_inputs`)."""
 
     def __init__(self, observation_shape: tuple, observation_dtype, num_actions: int, env_id: str, env_steps: int,
@@ -28,14 +29,15 @@ class NumpyPolicy:
         self.num_actions, self.env_id, self.env_steps, self.layout = num_actions, env_id, env_steps, layout
         self._rng = np.random.default_rng(seed)
 
-    def q_values(self, observations, action_mask=None) -> np.ndarray:
-        return self._call(observations, action_mask)[0]["q_values"]
+    def q_values(self, observations, action_mask=None, info=None) -> np.ndarray:
+        return self._call(observations, action_mask, info)[0]["q_values"]
 
-    def act(self, observations, epsilon: float = 0.0, action_mask=None):
-        outputs, legal = self._call(observations, action_mask)
+    def act(self, observations, epsilon: float = 0.0, action_mask=None, info=None):
+        outputs, legal = self._call(observations, action_mask, info)
         actions = outputs["action"]
         if epsilon > 0:
-            legal = np.ones((*np.shape(actions), self.num_actions), bool) if legal is None else legal
+            legal = np.ones((*np.shape(actions), self.num_actions), bool) if legal is None else \
+                legal | ~legal.any(axis=-1, keepdims=True)  # none legal: all are, as legal_actions in the graph
             draws = np.where(legal, self._rng.random(legal.shape), -1.0)
             explore = self._rng.random(np.shape(actions)) < epsilon
             actions = np.where(explore, draws.argmax(axis=-1), actions).astype(np.int32)[()]
@@ -44,10 +46,10 @@ class NumpyPolicy:
     def outputs(self, batch) -> dict:
         raise NotImplementedError
 
-    def _call(self, observations, action_mask) -> tuple[dict, np.ndarray | None]:
+    def _call(self, observations, action_mask, info) -> tuple[dict, np.ndarray | None]:
         """(outputs, the legal actions where the env gives a mask, else None), unbatched for one observation."""
         if self.layout is not None:
-            batch, single = self.layout.batch_inputs(observations, action_mask)
+            batch, single = self.layout.batch_inputs(observations, action_mask, info)
             legal = batch[MASK] != 0 if MASK in batch else None
         else:
             if action_mask is not None:
