@@ -124,3 +124,28 @@ def test_the_readme_commands_run_as_written_and_agree_with_load_policy(evaluated
     exported_policy = reports["python -m tfdqn.evaluate runs/RUN/policy --episodes 5"]
     assert exported_policy["checkpoint_env_steps"] == best  # the run's product, exported when it ended
     assert exported_policy["returns"] == _greedy_returns(tfdqn.load_policy(evaluated_run / "policy"), 5, 12345)
+
+
+@pytest.mark.slow
+def test_an_export_never_replaces_the_runs_product_with_another_network(evaluated_run, capsys):
+    """`policy/` is the product the run chose (its best-evaluated network). Exporting the newest checkpoint goes
+    beside it, `--out` onto it is refused in one line, and the default export writes the product's own network
+    (to add LiteRT to the folder a user deploys)."""
+    from tfdqn.export import main as export_main
+
+    product = evaluated_run / "policy"
+    before = {path.relative_to(product): path.read_bytes() for path in product.rglob("*") if path.is_file()}
+    assert export_main([str(evaluated_run), "--checkpoint", "latest"]) == 0
+    assert json.loads(capsys.readouterr().out)["policy_dir"] == str(evaluated_run / "policy-latest")
+    assert export_main([str(evaluated_run), "--checkpoint", "latest", "--out", str(product)], prog="tfdqn export") == 2
+    assert capsys.readouterr().err.strip() == (
+        f"tfdqn export: error: --out {product} is the run's product, which only its own network is exported into; "
+        "allowed: another --out, or no --checkpoint (the product's network)")
+    assert {path.relative_to(product): path.read_bytes() for path in product.rglob("*") if path.is_file()} == before
+    assert export_main([str(evaluated_run)]) == 0
+    report = json.loads(capsys.readouterr().out)
+    best = json.loads((evaluated_run / "checkpoints" / "best.json").read_text())["env_steps"]
+    assert report["policy_dir"] == str(product) and report["checkpoint"] == "best" and report["env_steps"] == best
+    observations = np.random.default_rng(2).normal(0, 0.5, size=(16, 4)).astype(np.float32)
+    np.testing.assert_array_equal(tfdqn.load_policy(product).q_values(observations),
+                                  tfdqn.load_policy(evaluated_run, checkpoint="best").q_values(observations))

@@ -12,7 +12,7 @@ from tfdqn.cli import OneLineErrorParser, add_import_option, import_modules, num
 from tfdqn.errors import UserError
 from tfdqn.extras import require
 from tfdqn.policy.litert import QUANTIZE
-from tfdqn.policy.locate import locate_network
+from tfdqn.policy.locate import PRODUCT_DIR, locate_network, product_checkpoint
 
 
 def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
@@ -20,15 +20,18 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
         prog=prog or "python -m tfdqn.export",
         description="Export a checkpoint of a run as a policy folder: a TensorFlow SavedModel (signature "
                     "serving_default: observation -> action, q_values) that loads without tfdqn, the network "
-                    "as a .keras file, and the run's config. Every run exports its newest checkpoint to "
-                    "RUN_DIR/policy when it ends.")
+                    "as a .keras file, and the run's config. A run that ends by itself exports its product (the "
+                    "best-evaluated network with periodic evaluation, else the last) to RUN_DIR/policy; this "
+                    "command writes that folder again only from the product's own network (to add LiteRT), and "
+                    "every other checkpoint beside it.")
     parser.add_argument("run_dir", metavar="RUN_DIR", help="a run folder written by tfdqn.train")
-    parser.add_argument("--checkpoint", default="latest", metavar="latest|best|STEP",
-                        help="which checkpoint: the newest complete one (default), the one with the best periodic "
-                             "evaluation return, or the one saved at env step STEP")
+    parser.add_argument("--checkpoint", metavar="latest|best|STEP",
+                        help="which checkpoint: the newest complete one, the one with the best periodic "
+                             "evaluation return, or the one saved at env step STEP (default: the product's)")
     parser.add_argument("--out", metavar="DIR",
-                        help="policy folder to write or replace (default: RUN_DIR/policy for latest, else "
-                             "RUN_DIR/policy-best or RUN_DIR/policy-STEP)")
+                        help="policy folder to write or replace (default: RUN_DIR/policy for the product, else "
+                             "RUN_DIR/policy-latest, RUN_DIR/policy-best or RUN_DIR/policy-STEP; never "
+                             "RUN_DIR/policy for a --checkpoint)")
     parser.add_argument("--format", choices=["savedmodel", "litert"], default="savedmodel",
                         help="savedmodel (default), or litert: also policy.tflite for the LiteRT runtime, with its "
                              "parity against the network in policy.json (needs pip install \"tfdqn[litert]\")")
@@ -42,13 +45,27 @@ def build_parser(prog: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _destination(args: argparse.Namespace) -> tuple[str | int, pathlib.Path | None]:
+    """(The checkpoint to export, the folder to write or None for its default): the product's network into the
+    product's folder where no --checkpoint is given; a --checkpoint never into the product's folder."""
+    product = pathlib.Path(args.run_dir) / PRODUCT_DIR
+    if args.checkpoint is None:
+        locate_network(args.run_dir, "latest", policies=False)  # a run folder at all, before its product
+        return product_checkpoint(args.run_dir), pathlib.Path(args.out) if args.out else product
+    if args.out and pathlib.Path(args.out).resolve() == product.resolve():
+        raise UserError(f"--out {args.out} is the run's product, which only its own network is exported into; "
+                        f"allowed: another --out, or no --checkpoint (the product's network)")
+    return args.checkpoint, pathlib.Path(args.out) if args.out else None
+
+
 def _main(args: argparse.Namespace) -> int:
-    location = locate_network(args.run_dir, args.checkpoint, policies=False)
     if args.format != "litert" and args.quantize != "none":
         raise UserError(f"--quantize {args.quantize} needs --format litert; allowed: --format litert --quantize "
                         f"{args.quantize}, or no --quantize")
     if args.observations < 1:
         raise UserError(f"--observations {args.observations} is out of range; allowed: an integer >= 1")
+    checkpoint, out = _destination(args)
+    location = locate_network(args.run_dir, checkpoint, policies=False)
     if args.format == "litert":
         require("litert", "--format litert", instead="--format savedmodel")
     import_modules(args)
@@ -56,7 +73,7 @@ def _main(args: argparse.Namespace) -> int:
     from tfdqn.policy.saved_model import export_checkpoint
 
     litert = (args.quantize, args.observations) if args.format == "litert" else None
-    print(json.dumps(export_checkpoint(location, pathlib.Path(args.out) if args.out else None, litert)))
+    print(json.dumps(export_checkpoint(location, out, litert)))
     return 0
 
 

@@ -7,6 +7,7 @@ Both kinds hold the run's `config.yaml`, so whoever reads them can rebuild the e
 from __future__ import annotations
 
 import dataclasses
+import json
 import pathlib
 
 from tfdqn.errors import UserError
@@ -64,3 +65,17 @@ def locate_network(path, checkpoint: str | int | None = None, policies: bool = T
     if step not in steps:
         raise UserError(f"{flag} {step} is not a complete checkpoint of {path}; allowed: {allowed}")
     return NetworkLocation(path, step)
+
+
+PRODUCT_DIR = "policy"  # a run's product: the network a run that ends by itself exports (run.summary.finish)
+
+
+def product_checkpoint(run_dir: pathlib.Path, flag: str = "--checkpoint") -> str | int:
+    """The checkpoint the run's product (`RUN_DIR/policy`) was exported from: "best", or the env step of the
+    last network; a one-line error where the run has no product yet."""
+    about = pathlib.Path(run_dir) / PRODUCT_DIR / POLICY_FILE
+    if not about.is_file():
+        raise UserError(f"{run_dir} has no product yet ({PRODUCT_DIR}/ is written when the run ends by itself); "
+                        f"allowed: {flag} latest, best or an env step")
+    written = json.loads(about.read_text())
+    return "best" if written["checkpoint"] == "best" else int(written["env_steps"])

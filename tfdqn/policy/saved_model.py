@@ -52,9 +52,8 @@ KERAS_FILE = "network.keras"
 
 
 def default_policy_dir(run_dir: pathlib.Path, checkpoint: str | int) -> pathlib.Path:
-    """`policy` for the newest checkpoint (the one every run exports when it ends), else `policy-best`
-    or `policy-STEP`, inside the run folder."""
-    return pathlib.Path(run_dir) / ("policy" if checkpoint == "latest" else f"policy-{checkpoint}")
+    """`policy-latest`, `policy-best` or `policy-STEP` inside the run folder: never `policy`, the run's product."""
+    return pathlib.Path(run_dir) / f"policy-{checkpoint}"
 
 
 def env_spec(config: config_lib.DQNConfig) -> EnvSpec:
@@ -179,7 +178,8 @@ def export_policy(network: keras.Model, config: config_lib.DQNConfig, spec: EnvS
 def export_checkpoint(location: NetworkLocation, out: pathlib.Path | None = None,
                       litert: tuple[str, int] | None = None) -> dict:
     """Export the run's checkpoint at `location` as a policy folder (`out`, default `default_policy_dir`);
-    returns `export_policy`'s report with the run folder, the checkpoint and its env step."""
+    returns `export_policy`'s report with the run folder, the checkpoint and its env step. Only the network the
+    run's product holds is exported into its `policy` folder (`locate.product_checkpoint`)."""
     out = pathlib.Path(out) if out is not None else default_policy_dir(location.path, location.checkpoint)
     config, spec, network, env_steps = restore_network(location)
     report = export_policy(network, config, spec, out, location.path, location.checkpoint, env_steps, litert)

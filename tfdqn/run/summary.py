@@ -6,7 +6,8 @@ import time
 
 import numpy as np
 
-from tfdqn.policy.saved_model import default_policy_dir, export_policy
+from tfdqn.policy.locate import PRODUCT_DIR
+from tfdqn.policy.saved_model import export_policy
 from tfdqn.run.checkpoint import restore_online
 from tfdqn.run.evaluation_seeds import FINAL
 from tfdqn.run.markers import read_best
@@ -119,6 +120,6 @@ def finish(run, env_steps: int) -> dict:
                                    "charts/final_eval_return_last_network": last["final_eval_return_mean"]})
     source = ({"source": "best", "env_steps": best["env_steps"], "selection_return_mean": best["return_mean"]}
               if best is not None else {"source": "last", "env_steps": env_steps})
-    export = export_policy(run.agent.online, run.config, run.spec, default_policy_dir(run.run_dir, "latest"),
+    export = export_policy(run.agent.online, run.config, run.spec, run.run_dir / PRODUCT_DIR,
                            run.run_dir, "best" if best is not None else "latest", source["env_steps"])
     return {**product, **figures, "final_network": source, **export}
