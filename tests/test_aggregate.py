@@ -1,6 +1,8 @@
 """tfdqn aggregate: IQM, median and mean with stratified-bootstrap intervals against cases computed by
 hand, and the tool end to end on real CartPole runs."""
 
+import contextlib
+import io
 import json
 import subprocess
 
@@ -83,3 +85,16 @@ def test_the_tool_aggregates_real_runs(tmp_path):
     assert "| IQM |" in result.stdout and (tmp_path / "agg.png").stat().st_size > 0
     missing = run_module("tfdqn", "aggregate", runs[0], str(tmp_path / "missing"), timeout=120)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "holds no finished run" in missing.stderr
+
+
+def test_a_record_given_as_a_run_folder_is_refused_in_one_line():
+    """A user who hands aggregate a results JSON (docs/atari100k-drq_eps.json) gets a line, not a traceback."""
+    from tfdqn.bench.aggregate import main
+
+    record = str(REPO / "docs" / "atari100k-drq_eps.json")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        assert main([record, "--reps", "10"]) == 2
+    assert err.getvalue() == (
+        f"tfdqn aggregate: error: RUN_DIR {record!r} is not a folder; allowed: run folders written by tfdqn train (a "
+        "record such as docs/*.json is read by the subcommand that wrote it)\n")

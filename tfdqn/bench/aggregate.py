@@ -77,6 +77,9 @@ def curve_estimates(curves: np.ndarray, reps: int, seed: int = 0) -> dict:
 def read_run(run_dir: pathlib.Path) -> dict:
     """A finished run's env, final evaluation, evaluation curve and the code it trained with (its summary's version
     and commit, so a record names the commit of each run), or a one-line error."""
+    if not run_dir.is_dir():
+        raise UserError(f"RUN_DIR {str(run_dir)!r} is not a folder; allowed: run folders written by tfdqn train "
+                        f"(a record such as docs/*.json is read by the subcommand that wrote it)")
     summary = finished(run_dir)
     if summary is None:
         raise UserError(f"RUN_DIR {str(run_dir)!r} holds no finished run; allowed: run folders with a summary.json "
@@ -125,6 +128,7 @@ def build_parser(prog: str = "tfdqn aggregate") -> OneLineErrorParser:
     parser.add_argument("--table", metavar="FILE.md", help="also write the Markdown table here")
     parser.add_argument("--plot", metavar="PREFIX", help="write the IQM curve with its band as PREFIX.png and .svg")
     parser.add_argument("--reps", type=number(int), default=50_000, help="bootstrap resamples for the intervals")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks instead of one-line errors")
     return parser
 
 
