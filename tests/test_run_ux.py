@@ -15,6 +15,7 @@ import yaml
 from tests.conftest import REPO, run_module
 from tfdqn import config as config_lib
 from tfdqn.errors import UserError
+from tfdqn.train import final_evaluation_line, significant
 
 
 def _train_in(folder, *args: str) -> subprocess.CompletedProcess:
@@ -191,12 +192,13 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
     text = (run_dir / "summary.json").read_text()
     assert text.startswith('{\n  "env_id": "CartPole-v1",\n')  # indented
     summary = yaml.safe_load(text)
-    product = f"final evaluation: 2 episodes, return {summary['final_eval_return_mean']:.1f} ± " \
-              f"{summary['final_eval_return_std']:.1f}"
+    product = f"final evaluation: 2 episodes, return {significant(summary['final_eval_return_mean'])} ± " \
+              f"{significant(summary['final_eval_return_std'])}"
     network = summary["final_network"]  # periodic evaluation is on: the best-evaluated network or the last
-    if network["source"] == "best":
-        product += (f" (best-evaluated network, env step {network['env_steps']}, exported to policy/; the last "
-                    f"network: {summary['last_network_eval_return_mean']:.1f})")
+    where = f"env step {network['env_steps']}, exported to {run_dir / 'policy'}"
+    product += (f" (best-evaluated network, {where}; the last network: "
+                f"{significant(summary['last_network_eval_return_mean'])})" if network["source"] == "best" else
+                f" (the last network, {where})")
     assert lines[-2:] == [product, f"summary: {run_dir / 'summary.json'}"]
     bars = _bar_lines(result.stderr)
     # A summary is due only at the end (log_every 100,000), yet the bar moved about once a second (each
@@ -237,9 +239,8 @@ def test_resuming_a_complete_run_reports_it_and_changes_no_byte(cartpole_run, tm
         result = run_module("tfdqn.train", "--resume", str(run_dir), *extra, timeout=60)
         assert (result.returncode, result.stderr) == (0, "")
         assert _stdout_lines(result) == [
-            f"run {run_dir} is complete ({summary['env_steps']} env steps), final evaluation: 2 episodes, return "
-            f"{summary['final_eval_return_mean']:.1f} ± {summary['final_eval_return_std']:.1f}; nothing to do "
-            f"(to train on: --resume {run_dir} --total-steps N with a larger N)"]
+            f"run {run_dir} is complete ({summary['env_steps']} env steps), {final_evaluation_line(summary)}; "
+            f"nothing to do (to train on: --resume {run_dir} --total-steps N with a larger N)"]
         assert _digest(run_dir) == before
 
 
@@ -261,3 +262,9 @@ def test_deterministic_reaches_tensorflow_and_the_saved_config(tmp_path):
     assert result.returncode == 0, result.stderr
     assert _stdout_lines(result)[-1] == "op determinism: True"
     assert yaml.safe_load((tmp_path / "d" / "config.yaml").read_text())["compute"]["deterministic"] is True
+
+
+def test_the_final_line_gives_three_significant_digits_and_never_rounds_a_return_to_another():
+    """Returns of 0.84 to 1.0 (mean 0.958) read 0.958, not 1.0; large and negative ones keep their whole digits."""
+    assert [significant(value) for value in (0.958, 0.0412, 18.83, -20.66, 174.9, 500.0, 1234.5, 0.0)] == [
+        "0.958", "0.0412", "18.8", "-20.7", "175", "500", "1234", "0"]

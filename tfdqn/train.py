@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import pathlib
 import shlex
 import shutil
@@ -180,17 +181,29 @@ def resume_config(args: argparse.Namespace, parser: argparse.ArgumentParser) -> 
     return load_run_config(run_dir, total_steps), run_dir
 
 
+def significant(value: float, digits: int = 3) -> str:
+    """`value` to `digits` significant digits in plain notation (0.958, 18.8, 175, 500; whole digits are never
+    dropped: 1234): a return of 0.84 to 1.0 must not read as 1.0."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    return f"{value:.{max(0, digits - 1 - math.floor(math.log10(abs(value))))}f}"
+
+
 def final_evaluation_line(summary: dict) -> str:
-    """The product's evaluation, which network it is, and what the last network scored on the same games."""
+    """The product's evaluation, which network it is and where it was exported, and what the last network scored
+    on the same games."""
     if "no_product" in summary:
         return f"no product: {summary['no_product']}; nothing was evaluated or exported"
     line = (f"final evaluation: {summary['final_eval_episodes']} episodes, return "
-            f"{summary['final_eval_return_mean']:.1f} ± {summary['final_eval_return_std']:.1f}")
+            f"{significant(summary['final_eval_return_mean'])} ± {significant(summary['final_eval_return_std'])}")
     network = summary.get("final_network")  # absent from summaries written before the run had a product
-    if network is None or network["source"] == "last":
+    if network is None:
         return line
-    return (f"{line} (best-evaluated network, env step {network['env_steps']}, exported to policy/; the last "
-            f"network: {summary['last_network_eval_return_mean']:.1f})")
+    where = f"env step {network['env_steps']}, exported to {summary['policy_dir']}"
+    if network["source"] == "last":
+        return f"{line} (the last network, {where})"
+    return (f"{line} (best-evaluated network, {where}; the last network: "
+            f"{significant(summary['last_network_eval_return_mean'])})")
 
 
 def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
