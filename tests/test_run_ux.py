@@ -268,3 +268,18 @@ def test_the_final_line_gives_three_significant_digits_and_never_rounds_a_return
     """Returns of 0.84 to 1.0 (mean 0.958) read 0.958, not 1.0; large and negative ones keep their whole digits."""
     assert [significant(value) for value in (0.958, 0.0412, 18.83, -20.66, 174.9, 500.0, 1234.5, 0.0)] == [
         "0.958", "0.0412", "18.8", "-20.7", "175", "500", "1234", "0"]
+
+
+def test_a_start_that_fails_leaves_no_folder_prints_no_folder_line_and_print_config_refuses_it_too(tmp_path):
+    """The network against the env is checked before a run folder exists: no `run folder:` line, no folder holding
+    a config.yaml that would block the name and --resume; `--print-config` refuses the same config in one line."""
+    from tests.conftest import train_in_process
+
+    error = ("network.kind = nature_cnn needs image observations (uint8), not float32 [4]; allowed: network.kind = "
+             "mlp or auto")
+    failed = train_in_process("--env", "CartPole", "--set", "network.kind=nature_cnn", "--logdir", str(tmp_path / "r"),
+                              "--run-name", "a", "--quiet")
+    assert failed.returncode == 2 and failed.stderr == f"python -m tfdqn.train: error: {error}\n"
+    assert "run folder:" not in failed.stdout and not (tmp_path / "r" / "a").exists()
+    shown = train_in_process("--env", "CartPole", "--set", "network.kind=nature_cnn", "--print-config")
+    assert shown.returncode == 2 and shown.stdout == "" and shown.stderr == f"python -m tfdqn.train: error: {error}\n"

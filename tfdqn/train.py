@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import math
 import pathlib
-import shlex
 import shutil
 import sys
 import textwrap
@@ -217,6 +216,9 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     else:
         config = resolve_config(args, sources)
     if args.print_config:
+        from tfdqn.agent.network_fit import check_fits_env
+
+        check_fits_env(config)  # as the run's start would: a config it refuses is not shown as one that runs
         print(config_lib.annotated_yaml(config, sources) + preset_differences(args, config), end="")
         return 0
     profile_steps = parse_profile_steps(args.profile_steps, config.run.total_steps)
@@ -229,7 +231,6 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         refuse_if_held(run_dir)
     else:
         run_dir = choose_run_dir(args.logdir, args.run_name, config)
-    print(f"run folder: {run_dir}\nTensorBoard: tensorboard --logdir {shlex.quote(str(run_dir))}", flush=True)
     start_tensorflow()
     from tfdqn.run.loop import train  # imports TensorFlow
 

@@ -8,18 +8,17 @@ import functools
 from typing import NamedTuple
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from tfdqn.agent.actor import Actor
 from tfdqn.agent.counters import Counters
 from tfdqn.agent.heads import head_spec
 from tfdqn.agent.learner import Learner
+from tfdqn.agent.network_fit import check_augmentation
 from tfdqn.agent.networks import make_network
 from tfdqn.agent.observation_encoder import legal_actions
 from tfdqn.config import ComputeConfig, DQNConfig, ExplorationConfig, LearnerConfig
 from tfdqn.envs.seeds import derive_seed
-from tfdqn.errors import UserError
 from tfdqn.telemetry.flops import forward_flops
 
 CPU = "/CPU:0"
@@ -155,17 +154,6 @@ def make_policy_actor(config: DQNConfig, observation_shape: tuple, observation_d
                             layout=layout)
     return network, _actor(config, config.exploration, network, observation_shape, observation_dtype, num_actions,
                            config.run.seed, on_cpu, layout=layout)
-
-
-def check_augmentation(learner: LearnerConfig, observation_shape: tuple, observation_dtype) -> None:
-    """Augmentation shifts image frame stacks: refuse it, in one line, for any other observation."""
-    dtype = np.dtype(observation_dtype)
-    if (learner.augment_pad > 0 or learner.augment_intensity > 0) and not (dtype == np.uint8
-                                                                            and len(observation_shape) == 3):
-        key, value = ("learner.augment_pad", learner.augment_pad) if learner.augment_pad > 0 else \
-            ("learner.augment_intensity", learner.augment_intensity)
-        raise UserError(f"config key {key} = {value} needs image observations (uint8 frame stacks), not "
-                        f"{dtype.name} {list(observation_shape)}; allowed: 0 for this env")
 
 
 def make_agent(config: DQNConfig, observation_shape: tuple, observation_dtype, num_actions: int,

@@ -14,7 +14,7 @@ from tfdqn.agent.heads import DISTRIBUTION, Q_VALUES, DuelingCombine, ExpectedQ,
 from tfdqn.agent.layers import KERAS_SEED_RANGE, Dense
 from tfdqn.agent.noisy import NoisyDense
 from tfdqn.agent.observation_encoder import ObservationFeatures
-from tfdqn.errors import UserError
+from tfdqn.agent.network_fit import cnn_for, network_kind
 
 
 class _Layers:
@@ -126,7 +126,6 @@ def _channels_last(x, observation_shape: tuple, policy: str):
     return keras.layers.Reshape((height, width, stack * channels), dtype=policy)(x)
 
 
-NATURE_CNN_MIN_SIDE = 36  # 8x8/4, 4x4/2 and 3x3/1 valid convolutions leave a 1x1 map at 36 pixels
 
 
 def _scaled_channels_last(inputs, observation_shape: tuple, policy: str):
@@ -206,32 +205,18 @@ def encoded_network(layout, kind: str, num_actions: int, hidden_sizes: tuple, dt
     0/1 or float, all concatenated, then the MLP's hidden layers and the head. mlp flattens images into the rest."""
     layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input((layout.width,), dtype="uint8", name="observation")
+    network_kind(kind, (layout.width,), np.uint8, conv_padding, layout)  # a misfit in one line
     images = [part for part in layout.inputs if part.kind == "image"] if kind != "mlp" else []
-    if kind in CNNS and not images:
-        raise UserError(f"network.kind = {kind} needs an image in the observation; this env's holds none; allowed: "
-                        f"network.kind = mlp or auto")
     features = ObservationFeatures(layout.to_config(), images=bool(images), dtype=policy)(inputs)
     pixels = features[len(features) - len(images):]  # after the vector features, where there are any
     features = features[:len(features) - len(images)]
     for part, x in zip(images, pixels):
         side = min(part.shape[:2] if part.image == "hwc" else part.shape[-2:])
-        features.append(CNNS[_cnn_for(kind, side, part.shape, conv_padding)].body(layers, x, conv_padding))
+        features.append(CNNS[cnn_for(kind, side, part.shape, conv_padding)].body(layers, x, conv_padding))
     x = features[0] if len(features) == 1 else keras.layers.Concatenate(dtype=policy)(features)
     for units in hidden_sizes[:-1]:
         x = layers.dense(units, activation="relu")(x)
     return keras.Model(inputs, _head(layers, x, hidden_sizes[-1], num_actions), name="encoded", dtype=policy)
-
-
-def _cnn_for(kind: str, side: int, shape: tuple, padding: str = "valid") -> str:
-    """The CNN `kind` names for an image of `side` pixels (auto: the one its size fits); the valid-padded
-    nature_cnn on an image too small for it is refused in one line."""
-    if kind == "auto":
-        return "nature_cnn" if side >= NATURE_CNN_MIN_SIDE else "small_cnn"
-    if kind == "nature_cnn" and padding == "valid" and side < NATURE_CNN_MIN_SIDE:
-        raise UserError(f"network.kind = nature_cnn needs frames of at least {NATURE_CNN_MIN_SIDE}x"
-                        f"{NATURE_CNN_MIN_SIDE} (its 8x8/4, 4x4/2 and 3x3/1 valid convolutions); this env's are "
-                        f"{'x'.join(map(str, shape))}; allowed: network.kind = small_cnn or auto")
-    return kind
 
 
 def make_network(kind: str, observation_shape: tuple, observation_dtype, num_actions: int,
@@ -247,11 +232,7 @@ def make_network(kind: str, observation_shape: tuple, observation_dtype, num_act
     `conv_padding`: the Nature CNN's ("valid" or "same")."""
     if layout is not None:
         return encoded_network(layout, kind, num_actions, hidden_sizes, dtype_policy, seed, head, conv_padding)
-    side = min(observation_shape[-2:]) if np.dtype(observation_dtype) == np.uint8 else None
-    if kind == "mlp" or (kind == "auto" and side is None):
+    kind = network_kind(kind, observation_shape, observation_dtype, conv_padding)
+    if kind == "mlp":
         return mlp(observation_shape, num_actions, hidden_sizes, dtype_policy, seed, head)
-    if side is None:
-        raise UserError(f"network.kind = {kind} needs image observations (uint8), not {np.dtype(observation_dtype).name} "
-                        f"{list(observation_shape)}; allowed: network.kind = mlp or auto")
-    kind = _cnn_for(kind, side, observation_shape[-2:], conv_padding)
     return image_cnn(kind, observation_shape, num_actions, dtype_policy, seed, head, conv_padding)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import pathlib
+import shlex
+import shutil
 import threading
 import time
 
@@ -14,7 +16,8 @@ from tfdqn import config as config_lib
 from tfdqn.actors.collector import RemoteCollector
 from tfdqn.actors.process import ProcessActors
 from tfdqn.actors.ray_actors import RayActors
-from tfdqn.agent.agent import Agent, check_augmentation, make_agent
+from tfdqn.agent.agent import Agent, make_agent
+from tfdqn.agent.network_fit import check_augmentation
 from tfdqn.config import DQNConfig
 from tfdqn.envs.make import EnvSpec, describe_protocol, make_env
 from tfdqn.envs.seeds import derive_seed
@@ -227,14 +230,19 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
                 until_owned.callback(vector.close)
             memory_budget = check_memory(config, spec)
             check_augmentation(config.learner, spec.observation_shape, spec.frame_dtype)
+            # the network against the env before the folder: a start that fails leaves none behind
+            agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions, spec.layout)
+            fresh = _FreshFolder(run_dir) if not resume and not run_dir.exists() else None
             make_run_dir(run_dir)
+            if fresh is not None:
+                closing.callback(fresh.close)  # after the lock is released: callbacks run last in, first out
             closing.enter_context(RunLock(run_dir))
+            print(f"run folder: {run_dir}\nTensorBoard: tensorboard --logdir {shlex.quote(str(run_dir))}", flush=True)
             print(f"evaluation {describe_protocol(config.env, spec, config.exploration.eval_epsilon)}", flush=True)
             _say_if_no_update(config)
             config_lib.save(config, run_dir / "config.yaml")
             replay = _make_replay(config, spec, config.num_streams, memory_budget)
             replay_lock = threading.Lock()
-            agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions, spec.layout)
             timer = PhaseTimer()
             stop = StopRequest()
             # The driver is made after a resume restored the counters; the collector reads weights only
@@ -265,7 +273,24 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         run.start_counts = agent.counters.read()
         timer.restart()
         run.started = time.perf_counter()
+        if fresh is not None:
+            fresh.keep()  # from here the folder holds a run
         return run
     except BaseException:
         closing.close()
         raise
+
+
+class _FreshFolder:
+    """A run folder this start made: removed where the start fails (it holds nothing a user needs, and would block
+    its name and `--resume`), kept once the run is built."""
+
+    def __init__(self, path: pathlib.Path):
+        self.path, self.kept = path, False
+
+    def keep(self) -> None:
+        self.kept = True
+
+    def close(self) -> None:
+        if not self.kept:
+            shutil.rmtree(self.path, ignore_errors=True)
