@@ -418,4 +418,6 @@ def test_an_image_env_of_ones_own_stays_uint8_channels_first_and_says_so():
     assert raw.shape == (32, 32, 3) and spec.env_channels_last
     np.testing.assert_array_equal(spec.as_env_gives(frame[None])[0], np.moveaxis(frame, 0, -1))
     assert describe_protocol(config, spec, 0.0) == ("protocol: ColorSide-v0, epsilon 0, uint8 image frames 32x32x3 "
-                                                    "(HWC, stored channels first), stack 2, no time limit")
+                                                    "(HWC, stored channels first), stack 2, no time limit of its "
+                                                    "own: episodes capped at 27000 steps (env.max_episode_steps), a "
+                                                    "capped one counted as truncated")

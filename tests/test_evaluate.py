@@ -131,3 +131,26 @@ def test_evaluate_acts_without_a_learner_and_plays_what_the_runs_agent_plays(car
     assert main([str(run_dir), "--episodes", "3", "--seed", "7", "--epsilon", "0"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["returns"] == expected
+
+
+def test_a_game_of_an_env_without_a_time_limit_is_capped_in_training_evaluation_and_evaluate(tmp_path):
+    """Endless-v0 registers no time limit and never ends a game: with env.max_episode_steps the run's evaluations
+    end, its protocol line says where games are cut, and `tfdqn evaluate` counts the capped games as truncated."""
+    import json
+
+    from tests.conftest import run_module
+
+    run = run_module("tfdqn.train", "--env", "tests.endless_envs:Endless-v0", "--total-steps", "600", "--learning-starts", "200", "--set", "run.eval_every=300",
+                     "--set", "run.eval_episodes=2", "--set", "run.final_eval_episodes=2",
+                     "--set", "env.max_episode_steps=50", "--quiet", "--logdir", str(tmp_path), "--run-name", "r",
+                     timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert ("no time limit of its own: episodes capped at 50 steps (env.max_episode_steps), a capped one counted as "
+            "truncated") in run.stdout
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["final_eval_returns"] == [pytest.approx(5.0)] * 2  # 50 steps of 0.1, then cut
+    evaluated = run_module("tfdqn.evaluate", str(tmp_path / "r" / "policy"), "--episodes", "3", "--import",
+                           "tests.endless_envs", timeout=120)
+    assert evaluated.returncode == 0, evaluated.stderr
+    report = json.loads(evaluated.stdout.strip().splitlines()[-1])
+    assert report["truncated_by_step_cap"] == 3 and report["returns"] == [pytest.approx(5.0)] * 3

@@ -123,6 +123,7 @@ _IQN_KEYS = {f"learner.{key}": "implicit quantile loss only" for key in (
 _COMMON_UNUSED = {"network.hidden_sizes": "mlp only", "learner.num_quantiles": "quantile loss only",
                   "learner.learning_rate_end": "no step-size decay", **_IQN_KEYS,
                   "run.confirm_episodes": "run.target_return = inf: no hit to confirm",
+                  "env.max_episode_steps": "Atari: env.max_episode_frames caps a game",
                   **{f"learner.munchausen_{key}": "no Munchausen target" for key in ("tau", "alpha", "clip")}}
 UNUSED = {
     "drq_eps": {**_COMMON_UNUSED, **_DISTRIBUTIONAL, **_PRIORITIES, **_NO_PERIODIC_EVALUATION,

@@ -25,7 +25,8 @@ def test_an_added_key_at_another_value_is_another_recipe():
         others = {"valid": "same", "{}": {"mode": 4}, "auto": "none", "-1.0": -2.0, "call": "update"}
         other = others.get(str(former)) or ((not former) if isinstance(former, bool) else former + 1)
         settings = {"replay.memory_budget_gib": {"replay.compression": "zstd"},
-                    "network.noise_refresh": {"network.noisy": True}}.get(key, {})
+                    "network.noise_refresh": {"network.noisy": True}, "learner.munchausen": {"learner.n_step": 1},
+                    "run.confirm_episodes": {"run.target_return": 10.0, "run.eval_every": 1000}}.get(key, {})
         hashes = [recipe_hash(config_lib.resolve_config([], {"env.id": "Pong", key: value, **settings}, "drq_eps"))
                   for value in (former, other)]
         assert hashes[0] != hashes[1], key

@@ -107,6 +107,10 @@ class EnvConfig:
     max_episode_frames: int = _field(108_000, "Atari: emulator frames a game may run after its no-op start before "
                                               "it is truncated (108,000: 30 min at 60 Hz)",
                                      allowed=INT_AT_LEAST_1)
+    max_episode_steps: int = _field(27_000, "non-Atari envs that register no time limit of their own: a game ends, "
+                                            "truncated (its last state bootstraps), after this many steps, so no "
+                                            "run or evaluation can hang on a policy that loops; 0: no cap",
+                                    allowed=INT_AT_LEAST_0)
     step_delay_ms: float = _field(0.0, "milliseconds each env step waits without using the CPU, as a simulator "
                                        "behind a socket would (tools/bench_actors.py); 0: none",
                                   allowed=NON_NEGATIVE)

@@ -34,7 +34,7 @@ from tfdqn.envs.names import implied_settings, is_atari_id, resolve_env_id
 from tfdqn.envs.observation_layout import MASK, make_layout, mask_source
 from tfdqn.envs.spec import EnvSpec
 from tfdqn.envs.wrappers import (ChannelsFirst, EncodedObservation, Float32Observation, GameOverInfo,
-                                 SeedOnFirstReset, StepDelay, image_layout)
+                                 SeedOnFirstReset, StepCap, StepDelay, image_layout)
 from tfdqn.errors import UserError
 
 __all__ = ["EnvSpec", "make_env", "describe_protocol", "resolve_env_id", "is_atari_id", "GameOverInfo",
@@ -149,6 +149,8 @@ def _finish(env: gymnasium.Env, config: EnvConfig, env_id: str, seed: int, image
         env = Float32Observation(env)
     elif image == "hwc":
         env = ChannelsFirst(env)
+    if own_time_limit(env) is None and config.max_episode_steps > 0:
+        env = StepCap(env, config.max_episode_steps)
     env = gymnasium.wrappers.RecordEpisodeStatistics(env)
     env = GameOverInfo(env)
     env = SeedOnFirstReset(env, seed)
@@ -160,6 +162,12 @@ def _finish(env: gymnasium.Env, config: EnvConfig, env_id: str, seed: int, image
                    num_actions=int(env.action_space.n), action_meanings=None, env_channels_last=image == "hwc",
                    layout=layout)
     return env, spec
+
+
+def own_time_limit(env: gymnasium.Env) -> int | None:
+    """The step limit the env was made with (its registration's or env.kwargs' max_episode_steps), else None."""
+    spec = getattr(env, "spec", None)
+    return getattr(spec, "max_episode_steps", None)
 
 
 def _check_render(env: gymnasium.Env, env_id: str) -> None:
@@ -202,6 +210,9 @@ def describe_protocol(config: EnvConfig, spec: EnvSpec, epsilon: float) -> str:
         elif spec.frame_dtype == np.uint8:
             parts.append(describe_images(spec))
         steps = config.kwargs.as_dict().get("max_episode_steps", gymnasium.spec(spec.env_id).max_episode_steps)
-        parts.append(f"episodes capped at {steps} steps (TimeLimit)" if steps else "no time limit")
+        parts.append(f"episodes capped at {steps} steps (TimeLimit)" if steps else
+                     f"no time limit of its own: episodes capped at {config.max_episode_steps} steps "
+                     f"(env.max_episode_steps), a capped one counted as truncated" if config.max_episode_steps else
+                     "no time limit")
         return ", ".join(parts)
     return ", ".join(parts + describe_atari(config, spec))

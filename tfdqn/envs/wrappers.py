@@ -62,6 +62,17 @@ def holds_image(space) -> bool:
     return image_layout(space) is not None
 
 
+class StepCap(gymnasium.wrappers.TimeLimit):
+    """gymnasium's TimeLimit, for an env that registers none (`env.max_episode_steps`), which also says in the
+    info of the step it cuts a game at that the cap cut it (`step_capped`), so an evaluation counts such games."""
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        if truncated and self._elapsed_steps >= self._max_episode_steps:
+            info["step_capped"] = True
+        return observation, reward, terminated, truncated, info
+
+
 class ChannelsFirst(gymnasium.ObservationWrapper):
     """[H, W, C] images as [C, H, W], the layout tfdqn stores and stacks (its networks take stacks channels
     first, as Atari's [stack, H, W]); pickles, so a checkpoint can hold the env."""

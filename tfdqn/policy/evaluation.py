@@ -37,11 +37,13 @@ def evaluate_network(location: NetworkLocation, config: config_lib.DQNConfig, ep
     counted = spec.layout is not None and spec.layout.mask is not None
     actor = IllegalActionActor(actor, spec.layout) if counted else actor
     recorder = VideoRecorder(pathlib.Path(video), video_fps(env, config.env)) if video is not None else None
+    capped = []  # games env.max_episode_steps cut, where the env has no time limit of its own
     with contextlib.closing(env), recorder or contextlib.nullcontext():
         returns = run_episodes(env, spec, actor, episodes, epsilon, seed=seed,
-                               on_step=recorder.on_step if recorder else None)
+                               on_step=recorder.on_step if recorder else None, capped=capped)
     report = {"run_dir": str(location.path), "checkpoint_env_steps": env_steps, "episodes": len(returns),
               "epsilon": epsilon, "return_mean": float(np.mean(returns)), "return_std": float(np.std(returns)),
               "returns": returns, **({"illegal_actions": actor.illegal} if counted else {}),
+              **({"truncated_by_step_cap": len(capped)} if capped else {}),
               **({"video": os.fspath(video), "video_frames": recorder.frames} if recorder else {})}
     return Evaluation(describe_protocol(config.env, spec, epsilon), report)

@@ -41,11 +41,12 @@ def play_steps(env, spec: EnvSpec, choose, seed: int | None = None):
 
 
 def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float, seed: int | None = None,
-                 on_step=None, should_stop=None) -> list[float]:
+                 on_step=None, should_stop=None, capped: list | None = None) -> list[float]:
     """Play `episodes` whole games from a reset with `seed` and return their raw returns.
 
     The evaluation RNG is reseeded from `seed` too. `on_step(env, info)` is called after every step
-    (video recording); `should_stop()` ends the evaluation early (a stop signal)."""
+    (video recording); `should_stop()` ends the evaluation early (a stop signal); `capped`, where given, gets the
+    index of each game `env.max_episode_steps` cut (`wrappers.StepCap`)."""
     if seed is not None:
         actor.evaluation_generator.reset_from_seed(seed)
     epsilon = tf.constant(epsilon, tf.float32)
@@ -57,6 +58,8 @@ def run_episodes(env, spec: EnvSpec, actor: Actor, episodes: int, epsilon: float
         if on_step is not None:
             on_step(env, info)
         if "episode" in info:
+            if capped is not None and info.get("step_capped"):
+                capped.append(len(returns))
             returns.append(float(np.asarray(info["episode"]["r"]).item()))
     return returns
 
