@@ -63,3 +63,15 @@ class ColorSideFlipped(gymnasium.Env):
 
 
 gymnasium.register("ColorSideFlipped-v0", entry_point=ColorSideFlipped)
+
+
+class ColorSideStrict(ColorSideFlipped):
+    """ColorSideFlipped whose step raises on the action its mask forbids, as an env that enforces its rules does."""
+
+    def step(self, action):
+        if int(action) == 2:
+            raise ValueError("action 2 is illegal here")
+        return super().step(action)
+
+
+gymnasium.register("ColorSideStrict-v0", entry_point=ColorSideStrict)

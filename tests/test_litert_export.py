@@ -11,7 +11,7 @@ import pytest
 
 import tfdqn
 from tests.conftest import REPO
-from tfdqn.export import main as export_main
+from tfdqn.export import litert_lines, main as export_main
 
 PLAY = """
 import sys
@@ -33,11 +33,15 @@ print(returns, "tensorflow" in sys.modules, policy.env_id, policy.observation_sh
 
 
 @pytest.mark.slow
-def test_a_breakout_policy_converts_to_builtin_ops_float32_as_the_network_and_int8_smaller(breakout_run, tmp_path):
+def test_a_breakout_policy_converts_to_builtin_ops_float32_as_the_network_and_int8_smaller(breakout_run, tmp_path,
+                                                                                           capfd):
     out = tmp_path / "policy"
+    capfd.readouterr()
     assert export_main([str(breakout_run), "--format", "litert", "--quantize", "int8", "--observations", "200",
                         "--out", str(out)]) == 0
     report = json.loads((out / "policy.json").read_text())["litert"]
+    # each file's agreement said in a line (a warning below 95%), and none of the converter's own lines
+    assert capfd.readouterr().err.splitlines() == litert_lines(report)
     assert report["float32"]["observations"] == 200 and report["float32"]["action_agreement"] == 1.0
     assert report["float32"]["max_abs_q_difference"] < 1e-4
     for kind, name in (("float32", "policy.tflite"), ("int8", "policy-int8.tflite")):
@@ -89,3 +93,24 @@ def test_tensorflows_own_converter_reads_the_exported_saved_model(breakout_run):
     saved = tf.saved_model.load(str(policy)).signatures["serving_default"](observation=tf.constant(observations))
     np.testing.assert_allclose(converted["q_values"], saved["q_values"].numpy(), atol=1e-4)
     np.testing.assert_array_equal(converted["action"], saved["action"].numpy())
+
+
+@pytest.mark.slow
+def test_the_litert_play_draws_legal_actions_and_an_env_that_raises_fails_in_one_line(tmp_path, capsys):
+    """ColorSideStrict raises on the action its mask forbids: the export's play for LiteRT draws its random actions
+    among the legal ones, as training does. CrashAfter's step raises after 700 steps: the export ends in one line."""
+    from tests.conftest import train_in_process
+
+    for name, steps in (("ColorSideStrict", "600"), ("CrashAfter", "400")):
+        module = "image_envs" if name == "ColorSideStrict" else "faulty_envs"
+        result = train_in_process("--env", f"tests.{module}:{name}-v0", "--total-steps", steps, "--learning-starts",
+                                  "200", "--set", "run.eval_every=0", "--quiet", "--logdir", str(tmp_path),
+                                  "--run-name", name)
+        assert result.returncode == 0, result.stderr
+    assert export_main([str(tmp_path / "ColorSideStrict"), "--format", "litert", "--observations", "500"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["litert"]["float32"]["observations"] == 500
+    assert export_main([str(tmp_path / "CrashAfter"), "--format", "litert", "--observations", "1000"],
+                       prog="tfdqn export") == 1
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "tfdqn export: error: env CrashAfter-v0 raised RuntimeError (simulator lost its connection) while the export "
+        "played it for the LiteRT model's observations; the policy folder is left as it was"]

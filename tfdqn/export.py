@@ -73,8 +73,30 @@ def _main(args: argparse.Namespace) -> int:
     from tfdqn.policy.saved_model import export_checkpoint
 
     litert = (args.quantize, args.observations) if args.format == "litert" else None
-    print(json.dumps(export_checkpoint(location, out, litert)))
+    report = export_checkpoint(location, out, litert)
+    for line in litert_lines(report.get("litert", {})):
+        print(line, file=sys.stderr)
+    print(json.dumps(report))
     return 0
+
+
+AGREEMENT_FLOOR = 0.95  # below this share of greedy actions agreeing with the network, a LiteRT file is flagged
+
+
+def litert_lines(litert: dict) -> list[str]:
+    """One line per LiteRT file on how often its greedy action agrees with the network's, and a warning where
+    that is below AGREEMENT_FLOOR: int8 can play far worse than the network, which policy.json alone would hide."""
+    lines = []
+    for kind in ("float32", "int8"):
+        if kind not in litert:
+            continue
+        file = litert[kind]
+        agreement = (f"{file['file']}: its greedy action is the network's on {file['action_agreement']:.1%} of "
+                     f"{file['observations']:,} observations from play")
+        lines.append(f"warning: {agreement}, below {AGREEMENT_FLOOR:.0%}: its games can score far less than the "
+                     f"network's; play it before deploying it, or deploy policy.tflite"
+                     if file["action_agreement"] < AGREEMENT_FLOOR else agreement)
+    return lines
 
 
 def main(argv: list[str] | None = None, prog: str | None = None) -> int:

@@ -6,8 +6,13 @@ largest Q-value difference (`policy.json`'s `litert`)."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import os
 import pathlib
+import sys
+import tempfile
+import warnings
 
 import keras
 import numpy as np
@@ -16,7 +21,7 @@ import tensorflow as tf
 from tfdqn import config as config_lib
 from tfdqn.agent.legal_actions import masked_q_numpy
 from tfdqn.envs.make import EnvSpec, make_env
-from tfdqn.errors import UserError
+from tfdqn.errors import RunFailure, UserError
 from tfdqn.policy.litert import LITERT_FILES, QUANTIZE, LiteRTPolicy
 from tfdqn.run.evaluation import play_steps
 
@@ -26,7 +31,8 @@ PLAY_EPSILON = 0.1  # random actions while collecting observations, so they cove
 def play_observations(config: config_lib.DQNConfig, spec: EnvSpec, network: keras.Model, count: int,
                       seed: int) -> np.ndarray:
     """[count, *observation_shape] network inputs met by playing the env with `network`'s greedy action
-    (a random one with probability PLAY_EPSILON), as the actor stacks them."""
+    (a random one with probability PLAY_EPSILON), as the actor stacks them: both among the legal actions where
+    the env gives a mask, as training plays. An env that raises while played fails the export in one line."""
     env, _ = make_env(config.env, seed=seed)
     rng = np.random.default_rng(seed)
 
@@ -34,15 +40,40 @@ def play_observations(config: config_lib.DQNConfig, spec: EnvSpec, network: kera
         q_values = network(observation, training=False).numpy()
         legal = spec.layout.legal(observation) if spec.layout is not None else None
         greedy = int(np.argmax(q_values if legal is None else masked_q_numpy(q_values, legal)))
-        return int(rng.integers(spec.num_actions)) if rng.random() < PLAY_EPSILON else greedy
+        if rng.random() >= PLAY_EPSILON:
+            return greedy
+        return int(rng.integers(spec.num_actions)) if legal is None else int(rng.choice(np.flatnonzero(legal[0])))
 
     observations = np.empty((count, *spec.observation_shape), spec.frame_dtype)
     try:
         for i, (observation, _) in enumerate(itertools.islice(play_steps(env, spec, choose, seed), count)):
             observations[i] = observation[0]
+    except (UserError, RunFailure):
+        raise
+    except Exception as error:  # the env's own failure, of any type: its first line says what went wrong
+        first_line = (str(error).strip().splitlines() or [""])[0]
+        raise RunFailure(f"env {spec.env_id} raised {type(error).__name__} ({first_line}) while the export played "
+                         f"it for the LiteRT model's observations; the policy folder is left as it was") from None
     finally:
         env.close()
     return observations
+
+
+@contextlib.contextmanager
+def native_stderr_quiet():
+    """File descriptor 2 into a discarded file while the block runs: TensorFlow's converter writes its C++ log
+    lines there directly (past Python's sys.stderr), and its deprecation notices too, dozens a conversion."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 def convert(serve: tf.types.experimental.GenericFunction, network: keras.Model, quantize: str = "none",
@@ -63,7 +94,8 @@ def convert(serve: tf.types.experimental.GenericFunction, network: keras.Model, 
         converter.representative_dataset = lambda: ({name: value[i:i + 1] for name, value in representative.items()}
                                                     for i in range(count))
     try:
-        return converter.convert()
+        with native_stderr_quiet():  # the converter's own log lines and warnings: not the user's business
+            return converter.convert()
     except Exception as error:  # the converter raises its own types; its first line says what failed
         first_line = (str(error).strip().splitlines() or [type(error).__name__])[0]
         raise UserError(f"the policy cannot be converted to LiteRT with builtin ops only: {first_line}; allowed: "
@@ -79,10 +111,10 @@ def _env_inputs(spec: EnvSpec, observations: np.ndarray):
 def parity(model: bytes, network: keras.Model, spec: EnvSpec, observations: np.ndarray) -> dict:
     """How the LiteRT model's greedy actions and Q-values match the float32 network's on `observations` (as
     tfdqn stores them; the model takes them as the env gives them)."""
-    theirs = LiteRTPolicy(model, "", 0, layout=spec.layout)
+    with native_stderr_quiet():  # the runtime's line on the delegate it made
+        q_values = LiteRTPolicy(model, "", 0, layout=spec.layout).outputs(_env_inputs(spec, observations))["q_values"]
     ours = np.concatenate([network(part, training=False).numpy() for part in np.array_split(observations, 100)
                            if len(part)])
-    q_values = theirs.outputs(_env_inputs(spec, observations))["q_values"]
     return {"observations": len(observations),
             "action_agreement": float(np.mean(q_values.argmax(-1) == ours.argmax(-1))),
             "max_abs_q_difference": float(np.max(np.abs(q_values - ours))),
