@@ -149,3 +149,52 @@ def test_prefetched_runs_repeat_themselves_with_compressed_frames_or_raw(tmp_pat
         runs[name] = ((tmp_path / name / "episodes.csv").read_text(),
                       json.loads((tmp_path / name / "summary.json").read_text())["final_eval_returns"])
     assert runs["raw"] == runs["zstd"] and len(runs["raw"][0].splitlines()) > 10
+
+
+def test_a_prefetched_batch_is_made_of_transitions_as_they_are_while_an_actor_adds_beside_it():
+    """The async learner's race: an actor thread adds (and evicts) between a batch's draw and its assembly in the
+    prefetch thread. Each frame is its step's number and each reward too, so a whole transition has a next
+    observation one above its observation and a reward equal to it: on a 64-slot ring, none of the 12,800
+    transitions assembled while the actor writes breaks that (a slot rewritten after its draw did, before)."""
+    import numpy as np
+
+    from tfdqn.agent.agent import make_agent
+    from tfdqn.config import DQNConfig
+    from tfdqn.replay.ring import ReplayRing
+    from tfdqn.run.drivers import PrefetchedHostReplayUpdates
+
+    ring, lock = ReplayRing(64, (1,), np.float32, seed=1), threading.Lock()
+    written, stop = [0], threading.Event()
+
+    def add_one():
+        t = written[0]
+        with lock:
+            ring.add(np.array([[t]], np.float32), [0], [float(t)], [False], [False], np.array([[t + 1]], np.float32))
+        written[0] += 1
+
+    for _ in range(64):
+        add_one()
+
+    def actor():
+        while not stop.is_set():
+            add_one()
+
+    source = PrefetchedHostReplayUpdates(make_agent(DQNConfig(), (1,), np.float32, 2).learner, ring, 32, lambda: 1.0,
+                                         lock)
+    thread = threading.Thread(target=actor)
+    thread.start()
+    assembled = []
+    try:
+        for _ in range(200):
+            prepared = source.prepare(2)
+            assembled.append(prepared[0])
+            source.run(prepared)
+    finally:
+        stop.set()
+        thread.join()
+        source.close()
+    observation = np.concatenate([batch.observation.reshape(-1) for batch in assembled])
+    next_observation = np.concatenate([batch.next_observation.reshape(-1) for batch in assembled])
+    reward = np.concatenate([batch.reward.reshape(-1) for batch in assembled])
+    assert len(observation) == 12_800 and written[0] > 64 + 200  # the actor did write beside the updates
+    assert np.array_equal(next_observation, observation + 1) and np.array_equal(reward, observation)

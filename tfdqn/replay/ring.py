@@ -361,6 +361,23 @@ class ReplayRing:
     def seq_of(self, indices: np.ndarray) -> np.ndarray:
         return self._seq[indices].copy()
 
+    def drawn(self, indices: np.ndarray) -> np.ndarray:
+        """[2, N]: the (stream, write count) of each slot at `indices` now, which names the transition it holds:
+        what `redraw_changed` compares against once the lock was let go between a draw and its gather."""
+        return np.stack([self._stream[indices], self._seq[indices]])
+
+    def redraw_changed(self, indices: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+        """`indices` (changed in place, and returned) with each slot that holds another transition than when it was
+        `drawn` (rewritten since) or is no longer sampleable (its history evicted) drawn again by the sampler: a
+        batch assembled after the lock was let go is made of transitions as they are, never of a slot's old
+        step mixed with new ones. Nothing changes, and nothing is drawn, where no step was added in between."""
+        changed = np.flatnonzero((self._stream[indices] != drawn[0]) | (self._seq[indices] != drawn[1])
+                                 | ~self.is_sampleable(indices))
+        while changed.size:
+            indices[changed] = self.sampler.redraw(changed.size, self._rng)
+            changed = changed[~self.is_sampleable(indices[changed])]
+        return indices
+
     def _window_slots(self, slot: np.ndarray) -> np.ndarray:
         """[B, stack_size + n_step] slots of each stream's frames stack_size - 1 back to n_step on from
         `slot`, followed along the stream's links (past an episode's start they point anywhere)."""

@@ -70,7 +70,10 @@ class PrefetchedHostReplayUpdates(HostReplayUpdates):
 
     A call's batches are drawn one call early: from the replay as it was then, before the previous call's
     priorities were written, with beta of then. Such runs differ from unprefetched ones and repeat
-    themselves: `run` returns only once the next batches are assembled, before any step is added."""
+    themselves: `run` returns only once the next batches are assembled, before any step is added. Where steps
+    are added between the draw and the assembly (an async learner's actor thread), each drawn slot rewritten or
+    evicted meanwhile is drawn again as the batch is assembled (`ReplayRing.redraw_changed`), so no batch mixes
+    a slot's old transition with its new frames."""
 
     def __init__(self, learner, replay, batch_size: int, beta, replay_lock: threading.Lock):
         super().__init__(learner, replay, batch_size, beta, replay_lock)
@@ -88,16 +91,17 @@ class PrefetchedHostReplayUpdates(HostReplayUpdates):
         with self._lock:
             indices = self._replay.sample_indices(self._batch_size, draws=k * self._batch_size)
             beta = float(self._beta()) if self._replay.sampler.prioritized else 1.0
-            seq = self._replay.seq_of(indices)
-        assembled = self._pool.submit(self._assemble, indices, k, beta)
+            drawn = self._replay.drawn(indices)
+        assembled = self._pool.submit(self._assemble, indices, drawn, k, beta)
         try:
             return super().run(prepared)
         finally:
-            self._next = (*assembled.result(), seq)
+            self._next = assembled.result()
 
-    def _assemble(self, indices, k: int, beta: float) -> tuple:
+    def _assemble(self, indices, drawn, k: int, beta: float) -> tuple:
         with self._lock:
-            return self._replay.stack(indices, k, beta), indices
+            indices = self._replay.redraw_changed(indices, drawn)
+            return self._replay.stack(indices, k, beta), indices, self._replay.seq_of(indices)
 
     def close(self) -> None:
         self._pool.shutdown()
