@@ -96,5 +96,5 @@ def test_a_record_given_as_a_run_folder_is_refused_in_one_line():
     with contextlib.redirect_stderr(err):
         assert main([record, "--reps", "10"]) == 2
     assert err.getvalue() == (
-        f"tfdqn aggregate: error: RUN_DIR {record!r} is not a folder; allowed: run folders written by tfdqn train (a "
-        "record such as docs/*.json is read by the subcommand that wrote it)\n")
+        f"tfdqn aggregate: error: RUN_DIR {record!r} is a file, not a run folder; allowed: run folders written by tfdqn "
+        "train (a record such as docs/*.json is read by the subcommand that wrote it)\n")

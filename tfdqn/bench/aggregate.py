@@ -77,9 +77,9 @@ def curve_estimates(curves: np.ndarray, reps: int, seed: int = 0) -> dict:
 def read_run(run_dir: pathlib.Path) -> dict:
     """A finished run's env, final evaluation, evaluation curve and the code it trained with (its summary's version
     and commit, so a record names the commit of each run), or a one-line error."""
-    if not run_dir.is_dir():
-        raise UserError(f"RUN_DIR {str(run_dir)!r} is not a folder; allowed: run folders written by tfdqn train "
-                        f"(a record such as docs/*.json is read by the subcommand that wrote it)")
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"RUN_DIR {str(run_dir)!r} is a file, not a run folder; allowed: run folders written by "
+                        f"tfdqn train (a record such as docs/*.json is read by the subcommand that wrote it)")
     summary = finished(run_dir)
     if summary is None:
         raise UserError(f"RUN_DIR {str(run_dir)!r} holds no finished run; allowed: run folders with a summary.json "
