@@ -154,3 +154,30 @@ def test_a_game_of_an_env_without_a_time_limit_is_capped_in_training_evaluation_
     assert evaluated.returncode == 0, evaluated.stderr
     report = json.loads(evaluated.stdout.strip().splitlines()[-1])
     assert report["truncated_by_step_cap"] == 3 and report["returns"] == [pytest.approx(5.0)] * 3
+
+
+@pytest.mark.slow
+def test_a_policy_folder_is_evaluated_by_its_saved_model_and_a_damaged_one_is_named_in_one_line(cartpole_run, tmp_path,
+                                                                                                capsys):
+    """What is deployed is the SavedModel: `tfdqn evaluate POLICY` plays its weights, not network.keras's (here
+    deleted), and with its variables truncated both `tfdqn evaluate` and `load_policy` name the folder in one line."""
+    import tfdqn
+    from tfdqn.errors import UserError
+    from tfdqn.evaluate import main as evaluate_main
+
+    policy = tmp_path / "policy"
+    shutil.copytree(cartpole_run[0] / "policy", policy)
+    assert evaluate_main([str(policy), "--episodes", "3"]) == 0
+    expected = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["returns"]
+    (policy / "network.keras").unlink()
+    assert evaluate_main([str(policy), "--episodes", "3"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["returns"] == expected
+    [data] = (policy / "variables").glob("variables.data-*")
+    data.write_bytes(data.read_bytes()[: data.stat().st_size // 2])
+    assert evaluate_main([str(policy), "--episodes", "3"], prog="tfdqn evaluate") == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"tfdqn evaluate: error: policy folder {policy}: its SavedModel (saved_model.pb and "
+                           "variables/) does not load (") and line.endswith("allowed: a folder tfdqn export wrote "
+                                                                            "whole (export the run again)")
+    with pytest.raises(UserError, match=r"^policy folder .*: its SavedModel .* does not load"):
+        tfdqn.load_policy(policy)

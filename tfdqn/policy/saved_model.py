@@ -73,11 +73,28 @@ def build_network(config: config_lib.DQNConfig, spec: EnvSpec) -> keras.Model:
 
 def restore_weights(location: NetworkLocation, network: keras.Model) -> int:
     """Load the weights at `location` into `network` (built from the config there); returns the env step
-    they were saved at."""
+    they were saved at. A policy folder's are its SavedModel's, the graph that is deployed (not network.keras,
+    its copy for Keras)."""
     if location.is_policy:
-        network.load_weights(location.path / KERAS_FILE)
+        weights = [variable.numpy() for variable in load_saved_model(location.path).network_variables]
+        if [w.shape for w in weights] != [tuple(w.shape) for w in network.weights]:
+            raise UserError(f"policy folder {location.path}: its SavedModel's variables do not fit the network its "
+                            f"config.yaml builds; allowed: a folder tfdqn export wrote whole (export the run again)")
+        network.set_weights(weights)
         return json.loads((location.path / POLICY_FILE).read_text())["env_steps"]
     return restore_online(location.checkpoints, network, location.checkpoint)
+
+
+def load_saved_model(path: pathlib.Path):
+    """The policy folder's SavedModel, or a one-line error naming the folder where it does not load (a file
+    truncated or missing: TensorFlow then raises any of several errors)."""
+    try:
+        return tf.saved_model.load(str(path))
+    except Exception as error:  # noqa: BLE001  (OpError, ValueError, IndexError, OSError, ... by TensorFlow's whim)
+        first_line = (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+        raise UserError(f"policy folder {path}: its SavedModel (saved_model.pb and variables/) does not load "
+                        f"({type(error).__name__}: {first_line}); allowed: a folder tfdqn export wrote whole (export "
+                        f"the run again)") from None
 
 
 def restore_network(location: NetworkLocation) -> tuple[config_lib.DQNConfig, EnvSpec, keras.Model, int]:
@@ -228,7 +245,7 @@ def load_policy(path, checkpoint: str | int = "latest", seed: int | None = None)
     written by the export (its SavedModel, as plain TensorFlow would load it)."""
     location = locate_network(path, None if checkpoint == "latest" else checkpoint, what="path", flag="checkpoint")
     if location.is_policy:
-        loaded = tf.saved_model.load(str(location.path))
+        loaded = load_saved_model(location.path)
         about = json.loads((location.path / POLICY_FILE).read_text())
         layout = about.get("observation_layout")
         return Policy(loaded.signatures["serving_default"], loaded, about["env_id"], about["env_steps"], seed,
