@@ -63,3 +63,19 @@ def test_a_run_writes_the_phases_it_charged_and_no_learner_figure_before_its_fir
                                           {"system/rss_gib": 1.0, "system/gpu_mem_gib": 0.5})])
 def test_byte_readings_are_also_given_in_gib(system, gib):
     assert in_gib(system) == gib
+
+
+@pytest.mark.slow
+def test_the_replay_chart_counts_the_compressed_frames_the_replay_holds(tmp_path):
+    """With lz4 frames most of the replay's memory is the compressed frames: `system/replay_gib` at the run's end
+    holds at least what summary.json gives for them (its memory less its fixed arrays)."""
+    import tfdqn
+
+    config = config_lib.resolve_config([], {"env.id": "Pong", "env.screen_size": 42, "replay.capacity": 20_000,
+                                            "replay.compression": "lz4", "run.total_steps": 1200,
+                                            "run.learning_starts": 1000, "run.log_every": 600, "run.eval_every": 0,
+                                            "run.final_eval_episodes": 1, "env.max_episode_frames": 2000})
+    summary = tfdqn.train(config, tmp_path / "run", quiet=True)
+    frames = summary["replay_memory_bytes"] - summary["replay_bytes"]
+    last = read_events(tmp_path / "run").Tensors("system/replay_gib")[-1]
+    assert frames > 0 and float(tf.make_ndarray(last.tensor_proto)) * 2**30 >= frames

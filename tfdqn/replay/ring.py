@@ -148,6 +148,11 @@ class ReplayRing:
         """What the ring takes now at most: `nbytes`, plus the compressed frames it holds (with compression)."""
         return self.nbytes + self._frames.code_bytes()
 
+    def filled_bytes(self) -> int:
+        """What the ring's filled part takes: its arrays' share for the slots written (arrays are allocated whole,
+        but pages count in memory once written) and the compressed frames it holds."""
+        return int(self.filled / self.capacity * self.nbytes) + self.memory_bytes() - self.nbytes
+
     @property
     def filled(self) -> int:
         """Slots written so far, at most `capacity` (an episode's final frame takes one of its own)."""

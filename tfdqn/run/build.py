@@ -145,9 +145,9 @@ def _restore(checkpointer: Checkpointer, collector, replay, agent: Agent, seed: 
 
 
 def _replay_gib(run: Run) -> float:
-    """The replay's filled part: its arrays are allocated whole, but pages count in RSS once written."""
+    """The replay's filled part (`ReplayRing.filled_bytes`), compressed frames included."""
     with run.replay_lock:
-        return len(run.replay) / run.config.replay.capacity * run.replay.nbytes / 2**30
+        return run.replay.filled_bytes() / 2**30
 
 
 def _pace(run: Run) -> Pace:
