@@ -41,9 +41,9 @@ from tfdqn.run.replay_memory import check_memory, replay_line
 from tfdqn.run.run_dir import make_run_dir
 from tfdqn.run.saving import CheckpointService
 from tfdqn.run.signals import StopRequest
-from tfdqn.telemetry.layout import run_layout
+from tfdqn.telemetry.layout import run_layout, unwritten_tags
 from tfdqn.telemetry.phase_timer import PhaseTimer
-from tfdqn.telemetry.system_monitor import SystemMonitor
+from tfdqn.telemetry.system_monitor import NO_GPU, SystemMonitor
 from tfdqn.telemetry.tensorboard import Logger
 from tfdqn.telemetry.tracking import make_tracker
 
@@ -181,16 +181,18 @@ def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None, on
     return hooks
 
 
-def _make_writer(config: DQNConfig, run_dir: pathlib.Path, resume: bool, closing: contextlib.ExitStack) -> Logger:
+def _make_writer(config: DQNConfig, run_dir: pathlib.Path, resume: bool, closing: contextlib.ExitStack,
+                 has_gpu: bool) -> Logger:
     """The TensorBoard writer, mirrored to the W&B run where `tracking.wandb` asks (closed after the writer, so
-    the writer's last scalars reach it); a new run starts with its config table and chart layout."""
+    the writer's last scalars reach it); a new run starts with its config table and the chart layout of the tags
+    its mode writes (`has_gpu`: whether the system monitor reads a GPU)."""
     tracker = make_tracker(config, run_dir)
     if tracker is not None:
         closing.callback(tracker.close)
     writer = closing.enter_context(contextlib.closing(Logger(run_dir, mirror=tracker)))
     if not resume:
         writer.hyperparameters(config_lib.to_dict(config))
-        writer.layout(run_layout())
+        writer.layout(run_layout(unwritten_tags(config, has_gpu)))
     return writer
 
 
@@ -255,9 +257,9 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         resumed_from = _restore(checkpointer, collector, replay, agent, config.run.seed) if resume else None
         driver = make_driver(config, agent, replay, replay_lock, timer, config.num_streams)
         closing.callback(driver.close)
-        writer = _make_writer(config, run_dir, resume, closing)
         monitor = SystemMonitor(period=0.5).start()
         closing.callback(monitor.stop)
+        writer = _make_writer(config, run_dir, resume, closing, has_gpu=monitor.gpu != NO_GPU)
         episodes = closing.enter_context(contextlib.closing(EpisodeLog(run_dir / "episodes.csv", resumed_from)))
         evaluations, confirmations, clock = _make_evaluation_logs_and_clock(run_dir, resumed_from, agent, started,
                                                                             closing)

@@ -5,8 +5,9 @@ run out of the series name), so the tags of one run on one chart share a colour,
 marker shape, and share one axis whatever their units. One tag per chart avoids both: the title names the
 quantity and its unit, the axis fits it, and when several runs are selected each is a line of its own
 colour, the run selector being the legend. The categories keep related charts side by side, as the
-scalars tab (one chart per tag, sorted by name) does not. A chart whose tag the run's mode never writes (the
-GPU's without one, the async learner's wait) stays empty; its title says when it fills.
+scalars tab (one chart per tag, sorted by name) does not. A run's layout leaves out each chart whose tag its mode
+never writes (`unwritten_tags`: the GPU's without one, the wait without an async learner or actors, evaluation
+without periodic evaluation): the first view a user opens shows no blank chart.
 """
 
 import re
@@ -54,10 +55,24 @@ def tag_regex(tag: str) -> str:
     return re.escape(tag) + "$"
 
 
-def run_layout() -> layout_pb2.Layout:
-    """The layout proto of the tab: `CATEGORIES`, each chart a multiline chart of its one tag."""
+def unwritten_tags(config, has_gpu: bool) -> set[str]:
+    """The charts' tags a run of `config` never writes: the GPU's on a machine without one, the time waiting for
+    the learner without an async learner or actors, evaluation's without periodic evaluation, and checkpoints'
+    where the only one is saved after the last summary."""
+    r = config.run
+    return ({"system/gpu_util", "system/gpu_mem_gib"} if not has_gpu else set()) | \
+        ({"perf/share_wait"} if not r.async_learner and config.actors.kind == "inline" else set()) | \
+        ({"charts/eval_return", "perf/share_eval"} if r.eval_every == 0 else set()) | \
+        ({"perf/share_checkpoint"} if not 0 < r.checkpoint_every < r.total_steps else set())
+
+
+def run_layout(unwritten: set[str] = frozenset()) -> layout_pb2.Layout:
+    """The layout proto of the tab: `CATEGORIES`, each chart a multiline chart of its one tag, less the charts of
+    `unwritten` tags (and a category left with none)."""
+    categories = [(category, [(title, tag) for title, tag in charts if tag not in unwritten])
+                  for category, charts in CATEGORIES]
     return layout_pb2.Layout(category=[
         layout_pb2.Category(title=category, chart=[
             layout_pb2.Chart(title=title, multiline=layout_pb2.MultilineChartContent(tag=[tag_regex(tag)]))
             for title, tag in charts])
-        for category, charts in CATEGORIES])
+        for category, charts in categories if charts])
