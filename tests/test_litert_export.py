@@ -114,3 +114,32 @@ def test_the_litert_play_draws_legal_actions_and_an_env_that_raises_fails_in_one
     assert capsys.readouterr().err.strip().splitlines() == [
         "tfdqn export: error: env CrashAfter-v0 raised RuntimeError (simulator lost its connection) while the export "
         "played it for the LiteRT model's observations; the policy folder is left as it was"]
+
+
+HEADS = {  # config keys -> a head LiteRT must run as the network does
+    "plain": {}, "dueling": {"network.dueling": True},
+    "noisy, held": {"network.noisy": True, "network.noise_refresh": "update"},
+    "noisy, per call": {"network.noisy": True, "network.noise_refresh": "call"},
+    "c51": {"learner.loss": "categorical", "network.noisy": True},
+    "qr-dqn": {"learner.loss": "quantile", "network.dueling": True},
+    "iqn": {"learner.loss": "implicit_quantile", "learner.num_quantile_samples": 8},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("head", [*HEADS, "masks"])
+def test_every_head_runs_on_litert_as_the_network_does(head):
+    """Each head's float32 LiteRT model, converted from the serving graph of a network with its own weights (noisy
+    layers and distributional heads included), picks the network's greedy action on every observation met in
+    play and gives its Q-values to within float32 rounding; Taxi's info mask rides in as an input."""
+    from tfdqn.policy.litert_export import convert, parity, play_observations
+    from tfdqn.policy.saved_model import build_network, env_spec, serving_function
+
+    env, keys = ("Taxi-v4", {}) if head == "masks" else ("CartPole", HEADS[head])
+    config = tfdqn.DQNConfig.for_env(env, {"run.seed": 3, **keys})
+    spec = env_spec(config)
+    network = build_network(config, spec)
+    serve = serving_function(network, spec, config.env.mask_actions)
+    report = parity(convert(serve, network), network, spec, play_observations(config, spec, network, 300, seed=1))
+    assert report["observations"] == 300 and report["action_agreement"] == 1.0, report
+    assert report["max_abs_q_difference"] < 1e-4 * max(1.0, *map(abs, report["q_range"])), report
