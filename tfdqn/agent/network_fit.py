@@ -1,6 +1,6 @@
-"""Whether a network kind (and augmentation) fits an env's observations, decided from the env's spec before any network is built and
-without TensorFlow: `--print-config` and a run's start refuse a misfit in one line before a run folder exists, and
-`networks.make_network` builds by the same rules."""
+"""Whether a network kind (and augmentation) fits an env's observations, decided from the env's spec before any
+network is built and without TensorFlow: `--print-config` and a run's start refuse a misfit in one line before a
+run folder exists, and `networks.make_network` builds by the same rules."""
 
 from __future__ import annotations
 
@@ -35,12 +35,7 @@ def network_kind(kind: str, observation_shape: tuple, observation_dtype, conv_pa
     """The kind of network `network.kind` builds for these observations ("encoded" for byte-frame ones), or a
     one-line error where it does not fit them."""
     if layout is not None:
-        images = [part for part in layout.inputs if part.kind == "image"] if kind != "mlp" else []
-        if kind in CNN_KINDS and not images:
-            raise UserError(f"network.kind = {kind} needs an image in the observation; this env's holds none; "
-                            f"allowed: network.kind = mlp or auto")
-        for part in images:
-            cnn_for(kind, min(part.shape[:2] if part.image == "hwc" else part.shape[-2:]), part.shape, conv_padding)
+        encoded_cnns(layout, kind, conv_padding)
         return "encoded"
     side = image_side(observation_shape, observation_dtype)
     if kind == "mlp" or (kind == "auto" and side is None):
@@ -50,6 +45,17 @@ def network_kind(kind: str, observation_shape: tuple, observation_dtype, conv_pa
                         f"{np.dtype(observation_dtype).name} {list(observation_shape)}; allowed: network.kind = mlp "
                         f"or auto")
     return cnn_for(kind, side, observation_shape[-2:], conv_padding)
+
+
+def encoded_cnns(layout, kind: str, conv_padding: str = "valid") -> list[tuple]:
+    """(part, CNN kind) of each image part of byte-frame observations (`observation_layout`), in order: the CNN
+    `kind` builds for it (none where `kind` is mlp, which flattens images into the rest), or a one-line error."""
+    images = [part for part in layout.inputs if part.kind == "image"] if kind != "mlp" else []
+    if kind in CNN_KINDS and not images:
+        raise UserError(f"network.kind = {kind} needs an image in the observation; this env's holds none; "
+                        f"allowed: network.kind = mlp or auto")
+    return [(part, cnn_for(kind, min(part.shape[:2] if part.image == "hwc" else part.shape[-2:]), part.shape,
+                           conv_padding)) for part in images]
 
 
 def check_augmentation(learner: LearnerConfig, observation_shape: tuple, observation_dtype) -> None:

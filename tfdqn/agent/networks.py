@@ -7,14 +7,13 @@ import random
 from typing import Callable, NamedTuple
 
 import keras
-import numpy as np
 
 from tfdqn.agent import implicit_quantile as iqn
 from tfdqn.agent.heads import DISTRIBUTION, Q_VALUES, DuelingCombine, ExpectedQ, HeadSpec
 from tfdqn.agent.layers import KERAS_SEED_RANGE, Dense
 from tfdqn.agent.noisy import NoisyDense
 from tfdqn.agent.observation_encoder import ObservationFeatures
-from tfdqn.agent.network_fit import cnn_for, network_kind
+from tfdqn.agent.network_fit import encoded_cnns, network_kind
 
 
 class _Layers:
@@ -205,14 +204,12 @@ def encoded_network(layout, kind: str, num_actions: int, hidden_sizes: tuple, dt
     0/1 or float, all concatenated, then the MLP's hidden layers and the head. mlp flattens images into the rest."""
     layers, policy = _Layers(dtype_policy, seed, head), dtype_policy
     inputs = keras.Input((layout.width,), dtype="uint8", name="observation")
-    network_kind(kind, (layout.width,), np.uint8, conv_padding, layout)  # a misfit in one line
-    images = [part for part in layout.inputs if part.kind == "image"] if kind != "mlp" else []
-    features = ObservationFeatures(layout.to_config(), images=bool(images), dtype=policy)(inputs)
-    pixels = features[len(features) - len(images):]  # after the vector features, where there are any
-    features = features[:len(features) - len(images)]
-    for part, x in zip(images, pixels):
-        side = min(part.shape[:2] if part.image == "hwc" else part.shape[-2:])
-        features.append(CNNS[cnn_for(kind, side, part.shape, conv_padding)].body(layers, x, conv_padding))
+    cnns = encoded_cnns(layout, kind, conv_padding)  # a misfit in one line
+    features = ObservationFeatures(layout.to_config(), images=bool(cnns), dtype=policy)(inputs)
+    pixels = features[len(features) - len(cnns):]  # after the vector features, where there are any
+    features = features[:len(features) - len(cnns)]
+    for (_, cnn), x in zip(cnns, pixels):
+        features.append(CNNS[cnn].body(layers, x, conv_padding))
     x = features[0] if len(features) == 1 else keras.layers.Concatenate(dtype=policy)(features)
     for units in hidden_sizes[:-1]:
         x = layers.dense(units, activation="relu")(x)
