@@ -70,11 +70,10 @@ class EvaluationHook(PeriodicHook):
         self._evaluator, self._episodes, self._writer, self._best = evaluator, episodes, writer, best
         (self._log, self._confirmations), self._clock, self._target = logs, clock, target
         self._confirm_episodes, self._on_evaluation = confirm_episodes, on_evaluation
-        means = [float(row.split(",")[2]) for row in self._log.rows]
-        deciding = self._confirmations.rows if confirm_episodes else self._log.rows
-        self.reached_target = any(float(row.split(",")[2]) >= target for row in deciding)
+        deciding = _row_means(self._confirmations if confirm_episodes else self._log)
+        self.reached_target = any(mean >= target for mean in deciding)
         self.ended_by_callback = False
-        self.last_mean = means[-1] if means else None
+        self.last_mean = (_row_means(self._log) or [None])[-1]
 
     @property
     def ends_run(self) -> bool:
@@ -85,19 +84,20 @@ class EvaluationHook(PeriodicHook):
         if returns is None:  # None: a stop signal cut it short
             return
         mean, seconds = float(np.mean(returns)), round(self._clock.seconds(), 3)
-        hit = mean >= self._target
-        confirmation = self._confirm(env_steps) if hit and self._confirm_episodes else None
-        if confirmation is None and hit and self._confirm_episodes:  # a stop signal cut the confirmation short
+        confirms = mean >= self._target and self._confirm_episodes > 0
+        confirmation = self._evaluator.evaluate(self._confirm_episodes, env_steps, purpose=CONFIRMATION) \
+            if confirms else None
+        if confirms and confirmation is None:  # a stop signal cut the confirmation short
             return
         self._writer.scalars(env_steps, {"charts/eval_return": mean})
         self._log.write(env_steps, seconds, mean, float(np.std(returns)))
+        rating = returns if confirmation is None else confirmation  # what rates this network, and decides the hit
         if confirmation is not None:  # its clock reading: when the hit was confirmed, after its games
-            confirmed_mean = float(np.mean(confirmation))
-            self._writer.scalars(env_steps, {"charts/confirmation_return": confirmed_mean})
-            self._confirmations.write(env_steps, round(self._clock.seconds(), 3), confirmed_mean,
+            self._writer.scalars(env_steps, {"charts/confirmation_return": float(np.mean(confirmation))})
+            self._confirmations.write(env_steps, round(self._clock.seconds(), 3), float(np.mean(confirmation)),
                                       float(np.std(confirmation)))
-        self._best.offer(env_steps, returns if confirmation is None else confirmation)
-        self.reached_target = self.reached_target or (hit if confirmation is None else confirmed_mean >= self._target)
+        self._best.offer(env_steps, rating)
+        self.reached_target = self.reached_target or float(np.mean(rating)) >= self._target
         self.last_mean = mean
         if self._on_evaluation is not None:
             record = {"env_steps": env_steps, "run_seconds": seconds, "return_mean": mean,
@@ -105,9 +105,10 @@ class EvaluationHook(PeriodicHook):
                       **({"confirmation_returns": list(confirmation)} if confirmation is not None else {})}
             self.ended_by_callback = self.ended_by_callback or self._on_evaluation(record) is True
 
-    def _confirm(self, env_steps: int) -> list[float] | None:
-        """The confirmation's returns, on seeds no evaluation used before; None if a stop signal cut it short."""
-        return self._evaluator.evaluate(self._confirm_episodes, env_steps, purpose=CONFIRMATION)
+
+def _row_means(log) -> list[float]:
+    """The mean return of each row a resumed run's evaluation log kept (its third column)."""
+    return [float(row.split(",")[2]) for row in log.rows]
 
 
 @dataclasses.dataclass(frozen=True)
