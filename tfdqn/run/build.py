@@ -234,15 +234,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
             check_augmentation(config.learner, spec.observation_shape, spec.frame_dtype)
             # the network against the env before the folder: a start that fails leaves none behind
             agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions, spec.layout)
-            fresh = _FreshFolder(run_dir) if not resume and not run_dir.exists() else None
-            make_run_dir(run_dir)
-            if fresh is not None:
-                closing.callback(fresh.close)  # after the lock is released: callbacks run last in, first out
-            closing.enter_context(RunLock(run_dir))
-            print(f"run folder: {run_dir}\nTensorBoard: tensorboard --logdir {shlex.quote(str(run_dir))}", flush=True)
-            print(f"evaluation {describe_protocol(config.env, spec, config.exploration.eval_epsilon)}", flush=True)
-            _say_if_no_update(config)
-            config_lib.save(config, run_dir / "config.yaml")
+            fresh = _claim_folder(config, spec, run_dir, resume, closing)
             replay = _make_replay(config, spec, config.num_streams, memory_budget)
             replay_lock = threading.Lock()
             timer = PhaseTimer()
@@ -265,7 +257,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
                                                                             closing)
         seeds = EvaluationSeeds(config.run.seed, run_dir / EVALUATION_SEEDS, resumed_from)
         evaluator = Evaluator(config.env, spec, agent.actor, seeds, config.exploration.eval_epsilon,
-                              should_stop=lambda: stop.requested)
+                              lambda: stop.requested)
         closing.callback(evaluator.close)
         checkpoint = CheckpointService(config.run.checkpoint_every, checkpointer, collector, agent.learner,
                                        (episodes, evaluations, confirmations), clock, last=resumed_from)
@@ -275,24 +267,38 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         run.start_counts = agent.counters.read()
         timer.restart()
         run.started = time.perf_counter()
-        if fresh is not None:
-            fresh.keep()  # from here the folder holds a run
+        fresh.keep()  # from here the folder holds a run
         return run
     except BaseException:
         closing.close()
         raise
 
 
-class _FreshFolder:
-    """A run folder this start made: removed where the start fails (it holds nothing a user needs, and would block
-    its name and `--resume`), kept once the run is built."""
+def _claim_folder(config: DQNConfig, spec, run_dir: pathlib.Path, resume: bool,
+                  closing: contextlib.ExitStack) -> "_FreshFolder":
+    """The run folder made and locked (a fresh one removed again where the start fails), the lines saying what runs
+    there printed, and its config saved: the folder's fate, which the caller keeps once the run is built."""
+    fresh = _FreshFolder(run_dir, made=not resume and not run_dir.exists())
+    make_run_dir(run_dir)
+    closing.callback(fresh.close)  # after the lock is released: callbacks run last in, first out
+    closing.enter_context(RunLock(run_dir))
+    print(f"run folder: {run_dir}\nTensorBoard: tensorboard --logdir {shlex.quote(str(run_dir))}", flush=True)
+    print(f"evaluation {describe_protocol(config.env, spec, config.exploration.eval_epsilon)}", flush=True)
+    _say_if_no_update(config)
+    config_lib.save(config, run_dir / "config.yaml")
+    return fresh
 
-    def __init__(self, path: pathlib.Path):
-        self.path, self.kept = path, False
+
+class _FreshFolder:
+    """A run folder: where this start `made` it, removed if the start fails (it holds nothing a user needs, and
+    would block its name and `--resume`), kept once the run is built."""
+
+    def __init__(self, path: pathlib.Path, made: bool):
+        self.path, self.made, self.kept = path, made, False
 
     def keep(self) -> None:
         self.kept = True
 
     def close(self) -> None:
-        if not self.kept:
+        if self.made and not self.kept:
             shutil.rmtree(self.path, ignore_errors=True)

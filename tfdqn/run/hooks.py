@@ -92,12 +92,12 @@ class EvaluationHook(PeriodicHook):
         self._writer.scalars(env_steps, {"charts/eval_return": mean})
         self._log.write(env_steps, seconds, mean, float(np.std(returns)))
         rating = returns if confirmation is None else confirmation  # what rates this network, and decides the hit
+        rated = float(np.mean(rating))
         if confirmation is not None:  # its clock reading: when the hit was confirmed, after its games
-            self._writer.scalars(env_steps, {"charts/confirmation_return": float(np.mean(confirmation))})
-            self._confirmations.write(env_steps, round(self._clock.seconds(), 3), float(np.mean(confirmation)),
-                                      float(np.std(confirmation)))
+            self._writer.scalars(env_steps, {"charts/confirmation_return": rated})
+            self._confirmations.write(env_steps, round(self._clock.seconds(), 3), rated, float(np.std(confirmation)))
         self._best.offer(env_steps, rating)
-        self.reached_target = self.reached_target or float(np.mean(rating)) >= self._target
+        self.reached_target = self.reached_target or rated >= self._target
         self.last_mean = mean
         if self._on_evaluation is not None:
             record = {"env_steps": env_steps, "run_seconds": seconds, "return_mean": mean,
