@@ -81,6 +81,9 @@ def test_the_tool_aggregates_real_runs(tmp_path):
     assert results["curve"]["env_steps"] == [500, 1000, 1500]
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     assert [run["code"]["commit"] for run in results["runs"]] == [commit] * 3  # the commit each run trained at
+    summaries = [json.loads((tmp_path / f"s{seed}" / "summary.json").read_text()) for seed in range(3)]
+    assert [(run["last_network_eval_return"], run["product_env_steps"], run["run_seconds"]) for run in results["runs"]] \
+        == [(s["last_network_eval_return_mean"], s["final_network"]["env_steps"], s["run_seconds"]) for s in summaries]
     assert results["code"]["commit"] == commit  # and the code that aggregated them
     assert "| IQM |" in result.stdout and (tmp_path / "agg.png").stat().st_size > 0
     missing = run_module("tfdqn", "aggregate", runs[0], str(tmp_path / "missing"), timeout=120)

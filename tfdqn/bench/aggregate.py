@@ -75,8 +75,9 @@ def curve_estimates(curves: np.ndarray, reps: int, seed: int = 0) -> dict:
 
 
 def read_run(run_dir: pathlib.Path) -> dict:
-    """A finished run's env, final evaluation, evaluation curve and the code it trained with (its summary's version
-    and commit, so a record names the commit of each run), or a one-line error."""
+    """A finished run's env, final evaluation (and the last network's on the same games, the product's env step and
+    the run clock), evaluation curve and the code it trained with (its summary's version and commit, so a record
+    names the commit of each run), or a one-line error."""
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"RUN_DIR {str(run_dir)!r} is a file, not a run folder; allowed: run folders written by "
                         f"tfdqn train (a record such as docs/*.json is read by the subcommand that wrote it)")
@@ -87,7 +88,10 @@ def read_run(run_dir: pathlib.Path) -> dict:
     config = yaml.safe_load((run_dir / "config.yaml").read_text())
     curve = [(row["env_steps"], row["return_mean"]) for row in read_evaluations(run_dir)]
     return {"run_dir": str(run_dir), "env": config["env"]["id"], "seed": config["run"]["seed"],
-            "final_eval_return": summary["final_eval_return_mean"], "curve": curve, "code": summary.get("code")}
+            "final_eval_return": summary["final_eval_return_mean"],
+            "last_network_eval_return": summary.get("last_network_eval_return_mean"),
+            "product_env_steps": summary.get("final_network", {}).get("env_steps"),
+            "run_seconds": summary.get("run_seconds"), "curve": curve, "code": summary.get("code")}
 
 
 def common_curve(runs: list[dict]) -> tuple[list[int], np.ndarray]:
