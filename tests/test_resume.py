@@ -8,7 +8,9 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 from tests.conftest import REPO, SMALL_CARTPOLE, SMALL_CONFIG, TINY, run_module, train_in_process
 from tests.test_checkpoint import files_and_hashes
@@ -35,9 +37,13 @@ def _wait_for(path, process, timeout=120, pattern=None):
                                       ["--preset", "rainbow", "--training-interval", "8", "--set",
                                        "replay.device=accelerator"],
                                       ["--preset", "rainbow", "--training-interval", "8", "--set",
-                                       "network.noise_refresh=call"]],
+                                       "network.noise_refresh=call"],
+                                      ["--set", "replay.prefetch=true"],
+                                      ["--preset", "rainbow", "--training-interval", "8", "--set",
+                                       "replay.prefetch=true"]],
                          ids=["host-replay", "compressed-host-replay", "device-replay-3-envs", "rainbow-host",
-                              "rainbow-device", "rainbow-per-call-noise"])
+                              "rainbow-device", "rainbow-per-call-noise", "prefetched-host-replay",
+                              "rainbow-prefetched"])
 def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole_run, tmp_path, settings):
     args = [*TINY, "--seed", "3", *settings, "--logdir", str(tmp_path)]
     # The session's cartpole_run is the uninterrupted host-replay, one-env run: compressed frames make no
@@ -58,6 +64,17 @@ def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole
     assert summary["env_steps"] == 1500 and summary["resumed_from_env_steps"] >= 1000
     assert (run_dir / "episodes.csv").read_text() == (uninterrupted / "episodes.csv").read_text()
     assert summary["final_eval_returns"] == json.loads((uninterrupted / "summary.json").read_text())["final_eval_returns"]
+    resumed_weights, whole_weights = (_variables(d / "checkpoints" / "ckpt-1500") for d in (run_dir, uninterrupted))
+    assert resumed_weights.keys() == whole_weights.keys()
+    assert [name for name in whole_weights if not np.array_equal(resumed_weights[name], whole_weights[name])] == []
+
+
+def _variables(prefix) -> dict:
+    """Every variable a TensorFlow checkpoint holds (networks, optimizer, counters, RNG) by name, but the run
+    clock's seconds, which a stop adds to."""
+    reader = tf.train.load_checkpoint(str(prefix))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if not name.startswith(("run_seconds/", "_CHECKPOINTABLE_OBJECT_GRAPH"))}
 
 
 @pytest.mark.slow

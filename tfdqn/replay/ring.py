@@ -330,11 +330,12 @@ class ReplayRing:
         updates may fall due right after learning_starts)."""
         return self.stack(self.sample_indices(batch_size, draws=count * batch_size), count, beta)
 
-    def stack(self, indices: np.ndarray, count: int, beta: float = 1.0) -> Batch:
+    def stack(self, indices: np.ndarray, count: int, beta: float = 1.0, weight: np.ndarray | None = None) -> Batch:
         """The transitions at `indices` ([count * B], as drawn) as `count` batches stacked on a leading
-        axis, each weighted by the sampler (importance exponent `beta`)."""
+        axis, each weighted by the sampler (importance exponent `beta`), or by `weight` [count, B]: the
+        sampler's weights read when the indices were drawn, where priorities may have changed since."""
         batch = self.gather(indices)
-        weight = self.sampler.weights(indices.reshape(count, -1), beta)
+        weight = self.sampler.weights(indices.reshape(count, -1), beta) if weight is None else weight
         return Batch(*(x.reshape(count, -1, *x.shape[1:]) for x in batch[:-1]), weight)
 
     def sample_indices(self, batch_size: int, draws: int | None = None) -> np.ndarray:

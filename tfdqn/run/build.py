@@ -247,7 +247,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
         closing.callback(collector.close)
         checkpointer = Checkpointer(run_dir / "checkpoints", agent, replay)
         resumed_from = _restore(checkpointer, collector, replay, agent, config.run.seed) if resume else None
-        driver = make_driver(config, agent, replay, replay_lock, timer, config.num_streams)
+        driver = make_driver(config, agent, replay, replay_lock, timer, config.num_streams, checkpointer.pending)
         closing.callback(driver.close)
         monitor = SystemMonitor(period=0.5).start()
         closing.callback(monitor.stop)
@@ -260,7 +260,8 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
                               lambda: stop.requested)
         closing.callback(evaluator.close)
         checkpoint = CheckpointService(config.run.checkpoint_every, checkpointer, collector, agent.learner,
-                                       (episodes, evaluations, confirmations), clock, last=resumed_from)
+                                       (episodes, evaluations, confirmations), clock, driver.pending,
+                                       last=resumed_from)
         run = Run(config, run_dir, spec, agent, replay, replay_lock, collector, driver, timer, monitor, writer,
                   episodes, evaluator, evaluations, confirmations, clock, checkpoint, stop, resumed_from, closing)
         run.hooks = _make_hooks(run, quiet, profile_steps, on_evaluation)

@@ -11,6 +11,8 @@ Files in `checkpoints/`, for a checkpoint at env step S:
                                 ring with each update, so they are saved whole, 8 bytes per slot)
   state-S.pkl                   the collector's state (run.collectors.CollectorState): envs mid-episode
                                 where they pickle, newest frames, frame stack
+  pending-S.npz                 with `replay.prefetch`: the next update's batches, drawn and assembled
+                                before the save, which the resumed run trains on first
   ckpt-S.complete               the marker, written last (with the versions that wrote the checkpoint):
                                 a checkpoint without it does not exist
   best-B.index, best-B.data-*   with periodic evaluation: the online network at env step B, whose mean
@@ -120,11 +122,13 @@ class Checkpointer:
         self._keep = keep
         self._chunk_files: dict[int, str] = {}  # chunk -> file holding its newest saved contents
         self._damaged: set[int] = set()  # complete checkpoints that failed to load: never pruned nor counted
+        self.pending: dict | None = None  # the restored checkpoint's batches drawn ahead (`pending-S.npz`)
         self._tf = tf.train.Checkpoint(**agent.checkpointables())
         self._manager = tf.train.CheckpointManager(self._tf, str(self.directory), max_to_keep=None)
 
-    def save(self, env_steps: int, loop_state) -> dict:
-        """Write checkpoint `env_steps`; returns {"seconds", "bytes"} of the save."""
+    def save(self, env_steps: int, loop_state, pending: dict | None = None) -> dict:
+        """Write checkpoint `env_steps` (with `pending`, the arrays of batches drawn ahead); returns
+        {"seconds", "bytes"} of the save."""
         started, written = time.perf_counter(), 0
         # Saving a step that was saved before (a resume that repeats steps): it stops counting first.
         marker_path(self.directory, env_steps).unlink(missing_ok=True)
@@ -143,6 +147,8 @@ class Checkpointer:
             manifest = {"counters": self._replay.counters(), "chunks": self._chunk_files}
             written += atomic_write(self.directory / f"replay-{env_steps}.json", json.dumps(manifest).encode())
         written += atomic_write(self.directory / f"state-{env_steps}.pkl", pickle.dumps(loop_state))
+        if pending is not None:
+            written += atomic_write(self.directory / f"pending-{env_steps}.npz", _npz_bytes(pending))
         written += atomic_write(marker_path(self.directory, env_steps), marker_record(env_steps))
         if self._replay is not None:
             self._replay.mark_saved(dirty)
@@ -177,7 +183,8 @@ class Checkpointer:
         """Names of the files checkpoint `env_steps` reads, its chunks from older saves included; where
         its manifest does not read, every chunk file up to its step."""
         names = {p.name for p in self.directory.glob(f"ckpt-{env_steps}.*")}
-        names |= {f"replay-{env_steps}.json", f"state-{env_steps}.pkl", f"sampler-{env_steps}.npz"}
+        names |= {f"replay-{env_steps}.json", f"state-{env_steps}.pkl", f"sampler-{env_steps}.npz",
+                  f"pending-{env_steps}.npz"}
         try:
             manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text())
             return names | set(manifest["chunks"].values())
@@ -199,6 +206,11 @@ class Checkpointer:
         """Small files are read before anything is changed; the ring is rewritten whole (chunks the
         checkpoint lists are loaded, the others zeroed), so a failed attempt leaves nothing stale."""
         loop_state = _load_state(self.directory / f"state-{env_steps}.pkl")
+        pending_file = self.directory / f"pending-{env_steps}.npz"
+        pending = None
+        if pending_file.exists():
+            with np.load(pending_file) as arrays:
+                pending = dict(arrays)
         manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text()) if self._replay is not None else None
         _load_matched(self._tf.restore, str(self.directory / f"ckpt-{env_steps}"))
         if self._replay is not None:
@@ -215,6 +227,7 @@ class Checkpointer:
                 with np.load(self.directory / f"sampler-{env_steps}.npz") as arrays:
                     self._replay.sampler.load_arrays(arrays)
             self._chunk_files = chunks
+        self.pending = pending
         return loop_state
 
 

@@ -22,10 +22,12 @@ import math
 import threading
 import time
 
+import numpy as np
 import tensorflow as tf
 
 from tfdqn.agent.counters import Counters
 from tfdqn.replay.graph_samplers import importance_exponent
+from tfdqn.replay.ring import Batch
 from tfdqn.run.cadence import updates_due
 from tfdqn.telemetry.phase_timer import PhaseTimer
 
@@ -59,18 +61,23 @@ class HostReplayUpdates:
                 self._replay.update_priorities(indices, metrics["priority"].numpy().reshape(-1), seq)
         return metrics
 
+    def pending(self) -> None:
+        """Nothing is drawn ahead: a checkpoint needs no batch."""
+
     def close(self) -> None:
         """Nothing to stop."""
 
 
 class PrefetchedHostReplayUpdates(HostReplayUpdates):
     """`HostReplayUpdates` that draws the next call's batches as this call's go to the update and assembles
-    them (frames decoded, stacks and n-step sums built, weights) in a second thread while the update runs
+    them (frames decoded, stacks and n-step sums built) in a second thread while the update runs
     (`replay.prefetch`), so an update waits for its batch only when assembling takes longer than updating.
 
     A call's batches are drawn one call early: from the replay as it was then, before the previous call's
-    priorities were written, with beta of then. Such runs differ from unprefetched ones and repeat
-    themselves: `run` returns only once the next batches are assembled, before any step is added. Where steps
+    priorities were written, with beta and importance weights of then (read with the draw, so the second
+    thread's timing never decides them). Such runs differ from unprefetched ones and repeat themselves:
+    `run` returns only once the next batches are assembled, before any step is added, and a checkpoint
+    holds them (`pending`), so a resumed run trains on the batches the uninterrupted one did. Where steps
     are added between the draw and the assembly (an async learner's actor thread), each drawn slot rewritten or
     evicted meanwhile is drawn again as the batch is assembled (`ReplayRing.redraw_changed`), so no batch mixes
     a slot's old transition with its new frames."""
@@ -92,16 +99,32 @@ class PrefetchedHostReplayUpdates(HostReplayUpdates):
             indices = self._replay.sample_indices(self._batch_size, draws=k * self._batch_size)
             beta = float(self._beta()) if self._replay.sampler.prioritized else 1.0
             drawn = self._replay.drawn(indices)
-        assembled = self._pool.submit(self._assemble, indices, drawn, k, beta)
+            weight = self._replay.sampler.weights(indices.reshape(k, -1), beta)
+        assembled = self._pool.submit(self._assemble, indices, drawn, weight, k, beta)
         try:
             return super().run(prepared)
         finally:
             self._next = assembled.result()
 
-    def _assemble(self, indices, drawn, k: int, beta: float) -> tuple:
+    def _assemble(self, indices, drawn, weight, k: int, beta: float) -> tuple:
         with self._lock:
-            indices = self._replay.redraw_changed(indices, drawn)
-            return self._replay.stack(indices, k, beta), indices, self._replay.seq_of(indices)
+            redrawn = self._replay.redraw_changed(indices.copy(), drawn)
+            if not np.array_equal(redrawn, indices):  # weights of the slots drawn anew, as they are now
+                weight = self._replay.sampler.weights(redrawn.reshape(k, -1), beta)
+            return self._replay.stack(redrawn, k, weight=weight), redrawn, self._replay.seq_of(redrawn)
+
+    def pending(self) -> dict | None:
+        """The next call's batches, drawn and assembled, as arrays for a checkpoint (None: none drawn)."""
+        if self._next is None:
+            return None
+        batch, indices, seq = self._next
+        return {**{f"batch_{name}": np.asarray(value) for name, value in batch._asdict().items()},
+                "indices": indices, "seq": seq}
+
+    def restore_pending(self, arrays: dict) -> None:
+        """Take back the batches a checkpoint's `pending` held: the first call after a resume trains on them."""
+        fields = {name[len("batch_"):]: value for name, value in arrays.items() if name.startswith("batch_")}
+        self._next = (Batch(**fields), arrays["indices"], arrays["seq"])
 
     def close(self) -> None:
         self._pool.shutdown()
@@ -127,6 +150,9 @@ class DeviceReplayUpdates:
 
     def run(self, k: int) -> dict:
         return self._update(tf.constant(k, tf.int32))
+
+    def pending(self) -> None:
+        """The graph draws each call's batches when it runs: nothing is drawn ahead."""
 
     def close(self) -> None:
         """Nothing to stop."""
@@ -186,7 +212,11 @@ class InlineDriver:
             due -= k
 
     def settle(self) -> None:
-        """Nothing is ever pending between calls."""
+        """No update is ever running between calls."""
+
+    def pending(self) -> dict | None:
+        """The batches drawn ahead for the next call (prefetch), which a checkpoint keeps."""
+        return self._source.pending()
 
     def close(self) -> None:
         self._source.close()
@@ -294,14 +324,20 @@ class BackgroundDriver:
         self.gate.settle(self._source.ready())
         self._check()
 
+    def pending(self) -> None:
+        """Async runs do not repeat themselves (their batches follow thread timing), so a resumed one draws its
+        next batches anew rather than keep any drawn ahead."""
+
     def close(self) -> None:
         self.gate.close()
         self._thread.join()
         self._source.close()
 
 
-def make_driver(config, agent, replay, replay_lock: threading.Lock, timer: PhaseTimer, num_envs: int):
-    """The driver the config asks for: `replay.device` picks the batch source, `run.async_learner` the thread."""
+def make_driver(config, agent, replay, replay_lock: threading.Lock, timer: PhaseTimer, num_envs: int,
+                pending: dict | None = None):
+    """The driver the config asks for: `replay.device` picks the batch source, `run.async_learner` the thread;
+    `pending`: the batches a restored checkpoint held drawn ahead (an inline driver's prefetch)."""
     run, r = config.run, config.replay
     source_type = (DeviceReplayUpdates if r.device == "accelerator"
                    else PrefetchedHostReplayUpdates if r.prefetch else HostReplayUpdates)
@@ -311,6 +347,8 @@ def make_driver(config, agent, replay, replay_lock: threading.Lock, timer: Phase
     cadence = (run.learning_starts, run.training_interval, run.env_steps_per_round)
     warmup_noise = WarmupNoise(agent.learner, agent.counters, cadence) if agent.learner.holds_acting_noise else None
     if not run.async_learner:
+        if pending is not None and isinstance(source, PrefetchedHostReplayUpdates):
+            source.restore_pending(pending)
         return InlineDriver(source, agent.counters, cadence, timer, warmup_noise)
     # One vector step's updates, or one round's, may be pending.
     slack = max(1, math.ceil(max(num_envs, run.env_steps_per_round) / run.training_interval))

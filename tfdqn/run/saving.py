@@ -19,8 +19,9 @@ class CheckpointService:
     `last` is the env step of the newest checkpoint this run kept (or resumed from). The caller settles
     the learner first: a checkpoint holds weights no update is writing."""
 
-    def __init__(self, period: int, checkpointer, collector, learner, logs, clock, last: int | None = None):
+    def __init__(self, period: int, checkpointer, collector, learner, logs, clock, pending, last: int | None = None):
         self.period = period
+        self._pending = pending  # the driver's batches drawn ahead, which a checkpoint keeps (`Driver.pending`)
         self._checkpointer, self._collector, self._learner = checkpointer, collector, learner
         self._logs = logs  # the CSV logs: their rows up to a checkpoint go to disk before the checkpoint does
         self._clock = clock  # its reading goes into the checkpoint
@@ -49,7 +50,7 @@ class CheckpointService:
             for log in self._logs:
                 log.sync()
             self._clock.save()
-            self._cost = self._checkpointer.save(env_steps, self._collector.state())
+            self._cost = self._checkpointer.save(env_steps, self._collector.state(), self._pending())
         except (OSError, tf.errors.OpError) as error:
             raise RunFailure(f"checkpoint at env step {env_steps} could not be written ({write_failure(error)}); "
                              f"the previous complete checkpoint ({self.kept()}) is intact") from None
