@@ -178,13 +178,15 @@ def test_each_actor_writes_its_own_replay_streams_and_leaves_the_env_step_counte
 @pytest.mark.slow
 def test_process_actors_feed_the_learner_at_the_configured_ratio_and_leave_no_process(tmp_path):
     learner = Learner(*TINY, *PROCESS_ACTORS, "--total-steps", "3000", "--training-interval", "2",
-                      "--set", "actors.envs_per_actor=2", "--logdir", str(tmp_path), "--run-name", "a")
+                      "--set", "actors.envs_per_actor=2", "--set", "replay.audit=true", "--logdir", str(tmp_path),
+                      "--run-name", "a")
     actors = learner.wait_for_actors()
     assert learner.exit_code(timeout=180) == 0, learner.err
     assert _gone(actors, timeout=5)
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["actors"] == {"kind": "process", "count": 2, "envs_per_actor": 2, "restarts": 0}
     assert summary["env_steps"] == 3000 and summary["updates"] == (3000 - 500) // 2  # the ratio, exactly
+    assert summary["replay_audit_checked"] == summary["updates"] * 64  # every batch found as the actors wrote it
     assert summary["phase_shares"]["act"] == summary["phase_shares"]["env_step"] == 0  # done by the actors
     assert summary["episodes"] > 0 and summary["final_eval_episodes"] == 2
     assert read_scalars(tmp_path / "a", "perf/share_wait") and not read_scalars(tmp_path / "a", "perf/share_act")
@@ -267,11 +269,12 @@ def test_after_the_learner_is_killed_its_actors_exit_and_the_run_resumes_from_it
 def test_ray_actors_run_five_thousand_steps_at_the_configured_ratio(tmp_path):
     pytest.importorskip("ray")
     result = run_module("tfdqn.train", *TINY, "--actors", "ray", "--total-steps", "5000", "--training-interval", "4",
-                        "--set", "actors.cpus_per_actor=0.5", "--logdir", str(tmp_path), "--run-name", "a",
-                        timeout=300)
+                        "--set", "actors.cpus_per_actor=0.5", "--set", "replay.audit=true", "--logdir", str(tmp_path),
+                        "--run-name", "a", timeout=300)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["actors"] == {"kind": "ray", "count": 2, "envs_per_actor": 1, "restarts": 0}
+    assert summary["replay_audit_checked"] == summary["updates"] * 64  # every batch found as the actors wrote it
     ratio = summary["updates"] / (summary["env_steps"] - 500)
     assert summary["env_steps"] == 5_000 and abs(ratio * 4 - 1) <= 0.05, ratio
     steps = read_scalars(tmp_path / "a", "perf/env_steps_per_sec")

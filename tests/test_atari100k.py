@@ -116,6 +116,11 @@ def test_runs_go_two_at_once_and_the_record_keeps_every_run_it_holds(tmp_path):
     subset = _atari100k(tmp_path, "--seeds", "0", "1", "--out", str(record))
     assert subset.returncode == 0 and "nothing to train" in subset.stdout and "| Pong | 2 |" in subset.stdout
     assert json.loads(record.read_text())["runs"] == results["runs"]
+    # a report-only look without --seeds reports the seeds the record holds, and writes nothing to it
+    before = record.read_bytes()
+    look = _atari100k(tmp_path, "--report-only", "--out", str(record))
+    assert look.returncode == 0 and "| Pong | 3 |" in look.stdout, look.stdout + look.stderr
+    assert record.read_bytes() == before
     # a run leaves the record only when a flag names it
     removed = _atari100k(tmp_path, "--seeds", "0", "--report-only", "--remove", "Pong:2", "--out", str(record))
     assert removed.returncode == 0, removed.stderr

@@ -47,6 +47,10 @@ def test_timing_the_update_leaves_networks_noise_optimizer_counters_and_streams_
     assert {"actor_rng", "learner_rng", "online", "target", "optimizer", "updates"} <= changed, changed
 
 
+# cartpole.yaml evaluates 10 games every 2,000 env steps, and 10 of each of two networks at the end
+NOT_TIMED = " (and 2 periodic evaluations of 10 games and the final evaluation's 20 games, not timed yet)"
+
+
 def _pace(update_seconds: float | None) -> Pace:
     config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
         "run.learning_starts": 1000, "run.total_steps": 3000, "run.training_interval": 0.125})
@@ -63,7 +67,7 @@ def test_a_warm_up_over_before_the_line_is_due_has_it_said_as_learning_begins_fr
     pace.observe(2.0, 1000)
     assert pace.due_line(1000) and pace.seconds_left(1000) == 20
     assert pace.line(1000) == ("time left: about 20 s for 2,000 env steps of learning at about 100/s, from the "
-                               "warm-up's 500/s: 8 updates of 1.0 ms per env step (periodic evaluations on top)")
+                               "warm-up's 500/s: 8 updates of 1.0 ms per env step" + NOT_TIMED)
     pace.observe(3.0, 1100)
     assert not pace.due_line(1100)
 
@@ -73,7 +77,7 @@ def test_a_run_without_updates_says_its_learning_at_the_warm_ups_rate():
     for now, env_steps in [(0.0, 0), (1.0, 500), (2.0, 1000)]:
         pace.observe(now, env_steps)
     assert pace.line(1000) == ("time left: about 4 s for 2,000 env steps of learning at about 500/s, from the "
-                               "warm-up's 500/s (periodic evaluations on top)")
+                               "warm-up's 500/s" + NOT_TIMED)
 
 
 def test_a_warm_up_long_enough_says_the_line_once_during_it_and_not_again_as_learning_begins():
@@ -83,6 +87,23 @@ def test_a_warm_up_long_enough_says_the_line_once_during_it_and_not_again_as_lea
         pace.observe(now, env_steps)
     assert pace.due_line(600)
     assert pace.line(600) == ("time left: about 28 s for 2,400 env steps: 400 of warm-up at 200/s, then 2,000 "
-                              "learning at about 77/s: 8 updates of 1.0 ms per env step (periodic evaluations on top)")
+                              "learning at about 77/s: 8 updates of 1.0 ms per env step" + NOT_TIMED)
     pace.observe(5.0, 1000)
     assert not pace.due_line(1000)
+
+
+def test_evaluations_count_in_the_time_left_once_one_is_timed_and_their_time_stays_out_of_the_rate():
+    pace = _pace(0.001)
+    for now, env_steps in [(0.0, 0), (1.0, 500), (2.0, 1000)]:
+        pace.observe(now, env_steps)
+    pace.line(1000)  # said before any evaluation played
+    pace.observe(5.0, 1300)  # learning at 100/s
+    pace.evaluated(4.0, 10)  # then 10 games in 4 s
+    pace.observe(10.0, 1400)  # 1 s after it: still 100/s, the evaluation left out
+    # 1,600 env steps at 100/s, and 40 games to come (two periodic evaluations of 10, the final 20) at 0.4 s each
+    assert pace.seconds_left(1400) == pytest.approx(16 + 16)
+    assert pace.due_line(1400)  # said again, now with the evaluations timed
+    assert pace.line(1400) == ("time left: about 32 s for 1,600 env steps at 100/s (with 2 periodic evaluations of "
+                               "10 games and the final evaluation's 20 games: 16 s at 0.4 s a game)")
+    assert not pace.due_line(1500)
+

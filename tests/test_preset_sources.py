@@ -12,7 +12,7 @@ from tfdqn import config as config_lib
 from tfdqn.config.presets import PRESETS
 
 # Never a recipe's: which game (and its own keyword arguments), where the work runs, how it is logged and saved.
-NOT_RECIPE = {"env.id", "env.kwargs", "env.action_mask", "env.mask_actions", "env.step_delay_ms", "replay.device", "replay.compression", "replay.memory_budget_gib",
+NOT_RECIPE = {"env.id", "env.kwargs", "env.action_mask", "env.mask_actions", "env.step_delay_ms", "replay.device", "replay.compression", "replay.audit", "replay.memory_budget_gib",
               "run.seed", "run.log_every", "run.checkpoint_every",
               *(f"compute.{key}" for key in ("act_jit_compile", "update_jit_compile", "act_device",
                                              "mixed_precision", "deterministic")),
@@ -88,7 +88,7 @@ SOURCES = {
             "learner.max_grad_norm": 0.0, "learner.clip_rewards": True, "replay.capacity": 1_000_000,
             "replay.batch_size": 32, "env.terminal_on_life_loss": False, "env.fire_on_reset": False, "env.noop_max": 0,
             "env.repeat_action_probability": 0.25, "env.frame_skip": 4, "env.screen_size": 84, "env.frame_stack": 4,
-            "env.max_episode_frames": 108_000, "network.kind": "nature_cnn", "network.conv_padding": "same",
+            "env.max_episode_frames": 100_000, "network.kind": "nature_cnn", "network.conv_padding": "same",
             "run.env_steps_per_round": 1, "run.num_envs": 1, "run.async_learner": False, "replay.prefetch": False,
             "actors.kind": "inline", "learner.augment_pad": 0, "learner.augment_intensity": 0.0},
 }

@@ -33,7 +33,7 @@ def _filled(kind, capacity=1000, stack_size=1, seed=0):
         ring.flush()
     sampleable = np.flatnonzero(ring.is_sampleable(np.arange(capacity)))
     losses = rng.exponential(size=len(sampleable))
-    ring.update_priorities(sampleable, losses, ring.seq_of(sampleable))
+    ring.update_priorities(sampleable, losses, ring.drawn(sampleable))
     return ring, sampleable, losses
 
 
@@ -67,7 +67,7 @@ def test_importance_weights_and_priority_updates_match_a_brute_force_reference(k
     np.testing.assert_allclose(weights, reference / reference.max(axis=1, keepdims=True), rtol=1e-4)
     # A transition added now enters at the running maximum; a final frame at 0.
     top = float(np.max((losses + EPSILON) ** ALPHA))
-    seq = ring.seq_of(sampleable[:4])
+    drawn = ring.drawn(sampleable[:4])
     ring.add(np.full((2, 1), -1), [0, 0], [0.0, 0.0], [False, True], [False, False], np.zeros((2, 1)))
     if kind == "accelerator":
         ring.flush()
@@ -78,7 +78,7 @@ def test_importance_weights_and_priority_updates_match_a_brute_force_reference(k
     assert after[final] == 0.0
     # A slot rewritten since it was drawn keeps its new priority: the stale loss is dropped.
     rewritten = np.isin(sampleable[:4], [*newest, final])
-    ring.update_priorities(sampleable[:4], np.full(4, 50.0), seq)
+    ring.update_priorities(sampleable[:4], np.full(4, 50.0), drawn)
     after = _leaves(ring)
     np.testing.assert_allclose(after[sampleable[:4][~rewritten]], (50.0 + EPSILON) ** ALPHA, rtol=1e-5)
 

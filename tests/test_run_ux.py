@@ -187,7 +187,9 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
     # Said once the warm-up's rate is measured: the time left, the learning to come and the update's cost.
     acting, learning = map(lambda figure: float(figure.replace(",", "")), re.fullmatch(
         r"time left: about \d+ (?:s|min) for [\d,]+ env steps: [\d,]+ of warm-up at ([\d,]+)/s, then 1,000 learning at "
-        r"about ([\d,]+)/s: 8 updates of \d+\.\d ms per env step \(periodic evaluations on top\)", lines[4]).groups())
+        r"about ([\d,]+)/s: 8 updates of \d+\.\d ms per env step \((?:and \d+|with \d+) periodic evaluations of 10 "
+        r"games and the final evaluation's 4 games(?:, not timed yet|: \d+ (?:s|min) at [\d.e-]+ s a game)\)",
+        lines[4]).groups())
     assert learning < acting
     text = (run_dir / "summary.json").read_text()
     assert text.startswith('{\n  "env_id": "CartPole-v1",\n')  # indented
@@ -206,6 +208,9 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
     shown = {int(re.search(r"\| (\d+)/", bar).group(1)) for bar in bars}
     assert len(shown) >= max(2, int(summary["wall_seconds"]) // 2), (summary["wall_seconds"], sorted(shown))
     assert max(shown) == summary["env_steps"]
+    # Through learning's rounds of 2,048 updates, seconds each, the bar was still drawn each second: its clock moved.
+    clocks = [_seconds(re.search(r"\[(\S+)<", bar).group(1)) for bar in bars]
+    assert max(later - earlier for earlier, later in zip(clocks, clocks[1:])) <= 3, clocks
     _check_time_left(bars, 20000, 21000)
     # One rate per bar, and the returns told apart: the exploration games' and the newest evaluation's.
     evaluated = ["-", *(f"{float(row.split(',')[2]):.1f}" for row in
@@ -283,3 +288,22 @@ def test_a_start_that_fails_leaves_no_folder_prints_no_folder_line_and_print_con
     assert "run folder:" not in failed.stdout and not (tmp_path / "r" / "a").exists()
     shown = train_in_process("--env", "CartPole", "--set", "network.kind=nature_cnn", "--print-config")
     assert shown.returncode == 2 and shown.stdout == "" and shown.stderr == f"python -m tfdqn.train: error: {error}\n"
+
+
+@pytest.mark.slow
+def test_the_bar_names_an_evaluation_while_it_plays_keeps_its_clock_moving_and_the_time_left_counts_them(tmp_path):
+    # 600 greedy games of MountainCar, 200 steps each (an untrained network never reaches the flag): seconds of play
+    # at env steps 1,000, 2,000 and 3,000 (the last), then 1 game of each of two networks at the end. Four updates per
+    # env step make learning last long enough for the time-left line (3 s of rate, evaluations left out).
+    result = run_module("tfdqn.train", "--env", "MountainCar", "--total-steps", "3000", "--learning-starts", "500",
+                        "--training-interval", "0.25", "--set", "run.eval_every=1000", "--set", "run.eval_episodes=600",
+                        "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "r")
+    assert result.returncode == 0, result.stderr
+    bars = _bar_lines(result.stderr)
+    playing = [bar for bar in bars if "| evaluating: 600 games at env step 1,000]" in bar]
+    clocks = [_seconds(re.search(r"\[(\S+)<", bar).group(1)) for bar in playing]
+    assert len(set(clocks)) >= 2, playing  # said as it began, and drawn again each second while it played
+    # The time-left line, said again once an evaluation was timed, counts the two periodic ones and the final one.
+    timed = [line for line in _stdout_lines(result) if line.startswith("time left:") and " s a game)" in line]
+    assert len(timed) == 1 and re.search(r"\(with 2 periodic evaluations of 600 games and the final evaluation's 2 "
+                                         r"games: \d+ (?:s|min) at [\d.e-]+ s a game\)$", timed[0]), timed

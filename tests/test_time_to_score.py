@@ -85,10 +85,17 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     record = json.loads((tmp_path / "bench.json").read_text())
     record["runs"].append({**run, "seed": 1, "run_dir": str(run_dir.with_name(run_dir.name[:-1] + "1"))})
     (tmp_path / "bench.json").write_text(json.dumps(record))
-    report = _bench(tmp_path, "--seeds", "0", "--target", "-21", "--total-steps", "4000", "--report-only")
-    assert report.returncode == 0, report.stderr
-    rows = [line for line in report.stdout.splitlines() if line.startswith("| Pong |")]
-    assert [row.split(" | ")[2:4] for row in rows] == [["0", "-21"], ["1", "-21"]], report.stdout
+    before = (tmp_path / "bench.json").read_bytes()
+    for seeds in (["--seeds", "0"], []):  # without --seeds, a report-only look takes the seeds the record holds
+        report = _bench(tmp_path, *seeds, "--target", "-21", "--total-steps", "4000", "--report-only")
+        assert report.returncode == 0, report.stderr
+        rows = [line for line in report.stdout.splitlines() if line.startswith("| Pong |")]
+        assert [row.split(" | ")[2:4] for row in rows] == [["0", "-21"], ["1", "-21"]], report.stdout
+    assert (tmp_path / "bench.json").read_bytes() == before  # a look writes nothing to the record unless asked
+    stored = _bench(tmp_path, "--target", "-21", "--total-steps", "4000", "--report-only", "--write-record")
+    assert stored.returncode == 0, stored.stderr
+    assert json.loads((tmp_path / "bench.json").read_text())["reports"][run["config_hash"]]["command"].endswith(
+        "--report-only --write-record")
 
 
 def _group_alive(pgid: int) -> bool:

@@ -6,12 +6,13 @@ one machine.
     python -m tools.bench_ab --base /tmp/base [--rounds 3] [--steps 3000] --out ab.json
     python -m tools.bench_ab --variant raw:replay.compression=none --variant zstd:replay.compression=zstd \
         --variant prefetch:replay.compression=zstd,replay.prefetch=true --intervals 4 1 --envs 1 --out ab.json
+    python -m tools.bench_ab --base /tmp/base --set replay.prefetch=true --intervals 4 1 --envs 1 --out ab.json
 
 Each round runs `trainer_steps_per_sec` (bench.py's trainer row: Breakout or --env with --preset, learning
 from env step 500, a 50,000-slot replay) once per arm, interval and env count: with `--base`, the base checkout's own
 tools/bench.py and then this one's, each in a child process started in its checkout, so training with its
 own checkout's tfdqn; with `--variant LABEL[:KEY=VALUE,...]`, this checkout with each variant's `--set`
-values. The first arm is the reference. Prints a table of medians and each arm's ratio to the reference,
+values; `--set KEY=VALUE` goes to every arm. The first arm is the reference. Prints a table of medians and each arm's ratio to the reference,
 per round too, and writes every figure to the JSON file.
 """
 
@@ -72,6 +73,8 @@ def build_parser() -> OneLineErrorParser:
     arms.add_argument("--base", type=pathlib.Path, help="the other checkout (e.g. a git worktree), the reference")
     arms.add_argument("--variant", action="append", type=variant, metavar="LABEL[:KEY=VALUE,...]",
                       help="settings to compare within this checkout (two or more; the first is the reference)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a setting every arm trains with (repeatable), before a variant's own")
     parser.add_argument("--env", default="Breakout", help="the game (default Breakout)")
     parser.add_argument("--preset", help="a recipe, as for tfdqn.train (default: the env's own config)")
     parser.add_argument("--intervals", type=number(int), nargs="+", default=[4], metavar="N",
@@ -88,15 +91,17 @@ def build_parser() -> OneLineErrorParser:
 
 def _arms(args) -> list[tuple[str, pathlib.Path, tuple[str, ...]]]:
     """(label, checkout, settings) per arm, the reference first."""
+    if any("=" not in setting for setting in args.set):
+        raise UserError(f"--set {' '.join(args.set)}: allowed: KEY=VALUE")
     if args.base is not None:
         if not (args.base / "tools" / "bench.py").is_file():
             raise UserError(f"--base {str(args.base)!r} holds no tools/bench.py; allowed: a checkout of this project")
-        return [("base", args.base, ()), ("new", REPO, ())]
+        return [("base", args.base, tuple(args.set)), ("new", REPO, tuple(args.set))]
     labels = [label for label, _ in args.variant]
     if len(args.variant) < 2 or len(set(labels)) < len(labels):
         raise UserError(f"--variant {' '.join(labels)} is too few or repeats a label; allowed: two or more variants "
                         "with distinct labels")
-    return [(label, REPO, settings) for label, settings in args.variant]
+    return [(label, REPO, (*args.set, *settings)) for label, settings in args.variant]
 
 
 def _main(args) -> int:

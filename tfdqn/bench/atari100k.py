@@ -47,14 +47,19 @@ from tfdqn.bench.runkey import RunKey, recipe, recipe_differences, recipe_hash
 from tfdqn.bench.runs import PlannedRun, finished
 from tfdqn.extras import require
 
+GAMES, SEEDS = ("Alien", "Breakout", "Krull", "Pong"), (0, 1)  # what a run that trains plays by default
+
 
 def build_parser(prog: str = "tfdqn atari100k") -> OneLineErrorParser:
     parser = OneLineErrorParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS), metavar="NAME",
                         help=f"the recipe (der, drq_eps; any of {', '.join(sorted(PRESETS))})")
-    parser.add_argument("--games", nargs="+", default=["Alien", "Breakout", "Krull", "Pong"],
-                        help=f"Atari 100k games (of {len(SCORES)})")
-    parser.add_argument("--seeds", type=number(int), nargs="+", default=[0, 1], help="runs per game")
+    parser.add_argument("--games", nargs="+",
+                        help=f"Atari 100k games, of {len(SCORES)} (default: {' '.join(GAMES)}; with --report-only, "
+                             f"the games the record holds of this recipe)")
+    parser.add_argument("--seeds", type=number(int), nargs="+",
+                        help=f"runs per game (default: {' '.join(map(str, SEEDS))}; with --report-only, the seeds the "
+                             f"record holds of this recipe on these games)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a config key (leaves the protocol: say so in the report)")
     parser.add_argument("--logdir", default="runs/atari100k", help="where the run folders go")
@@ -188,13 +193,25 @@ def markdown_table(preset: str, rows: list[dict], aggregate: dict | None) -> str
 
 def _check(args) -> None:
     config_lib.parse_set(args.set)  # a malformed --set fails here, before any run
-    unknown = [game for game in args.games + [game for game, _ in sweep.removals(args.remove)] if game not in SCORES]
+    unknown = [game for game in (args.games or []) + [game for game, _ in sweep.removals(args.remove)]
+               if game not in SCORES]
     if unknown:
         raise UserError(f"--games {unknown[0]!r} is not an Atari 100k game; allowed: {', '.join(SCORES)}")
-    if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0 or args.reps < 1:
-        raise UserError(f"--seeds {' '.join(map(str, args.seeds))} / --reps {args.reps}: allowed: distinct seeds "
+    seeds = args.seeds or SEEDS
+    if len(set(seeds)) != len(seeds) or min(seeds) < 0 or args.reps < 1:
+        raise UserError(f"--seeds {' '.join(map(str, seeds))} / --reps {args.reps}: allowed: distinct seeds "
                         f">= 0 and reps >= 1")
     require("bench", "this subcommand", ("rliable",))
+
+
+def _defaults(args, record, suite: str) -> None:
+    """`--games` and `--seeds` left out: a report-only look takes those the record holds of the recipe, a run that
+    trains `GAMES` and `SEEDS`."""
+    held = record.of_recipe(suite, "suite_hash") if args.report_only else []
+    if args.games is None:
+        args.games = sorted({run["game"] for run in held}) or list(GAMES)
+    if args.seeds is None:
+        args.seeds = sweep.held_seeds(record, suite, "suite_hash", args.games) if held else list(SEEDS)
 
 
 def recipe_line(args, suite: str, record) -> str:
@@ -235,9 +252,10 @@ def report(args, runs: list[dict]) -> tuple[list[dict], dict | None]:
 def _main(args) -> int:
     _check(args)
     where = sweep.placement(args)
-    record = sweep.open_record(args.out, "atari100k")
+    record = sweep.open_record(args, "atari100k")
+    suite = recipe_hash(game_config(args, GAMES[0], 0), without=SUITE_KEYS)  # the game is not in it
+    _defaults(args, record, suite)
     sweep.apply_removals(record, args.remove, lambda game, seed: recipe_hash(game_config(args, game, seed)))
-    suite = recipe_hash(game_config(args, args.games[0], 0), without=SUITE_KEYS)
     entry = lambda run, outcome: {**sweep.run_facts(run, outcome), "preset": args.preset, "set": args.set}  # noqa: E731
     code = sweep.settle(record, plan(args, pathlib.Path(args.logdir)), entry, collect, where, args.report_only,
                         [run["run_seconds"] for run in record.of_recipe(suite, "suite_hash")])

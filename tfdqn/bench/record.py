@@ -28,8 +28,9 @@ class Record:
     """The runs of one benchmark in `path`, identified by `identity` (field names, the config hash and seed
     among them)."""
 
-    def __init__(self, path: pathlib.Path, tool: str, identity: tuple[str, ...]):
+    def __init__(self, path: pathlib.Path, tool: str, identity: tuple[str, ...], writes: bool = True):
         self.path, self.tool, self.identity = pathlib.Path(path), tool, identity
+        self.writes = writes  # False: every change stays in memory (a report no one asked to store)
         self.data = {"tool": tool, "format": FORMAT, "runs": [], "reports": {}}
         if self.path.exists():
             self.data = self._read()
@@ -93,7 +94,11 @@ class Record:
     @contextlib.contextmanager
     def _change(self):
         """Hold the folder's lock, bring `data` up to the file (another sweep may have written it since), let the
-        caller change it, then write it: a change that raises writes nothing."""
+        caller change it, then write it: a change that raises writes nothing. A record that `writes` nothing
+        changes only in memory."""
+        if not self.writes:
+            yield
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         folder = os.open(self.path.parent, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         try:

@@ -20,7 +20,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--remove", action="append", default=[], metavar="GAME:SEED",
                         help="take this run of this recipe out of the record (repeatable); nothing else removes one")
     parser.add_argument("--report-only", action="store_true",
-                        help="train nothing: record runs whose folders finished, then report")
+                        help="train nothing: report the runs the record holds and those whose folders finished, "
+                             "writing nothing to the record unless --write-record or --remove asks (--seeds default "
+                             "to the seeds it holds of this recipe)")
+    parser.add_argument("--write-record", action="store_true",
+                        help="with --report-only: also enter the finished folders' runs in the record and store the "
+                             "report and its command there (a run that trains always does)")
     parser.add_argument("--cpus-per-run", type=number(float), default=1.0, metavar="N",
                         help="CPUs per run: its TensorFlow thread pools, and as many runs at once as the CPUs allow "
                              "(on a Ray cluster, what each task reserves) (default 1)")
@@ -59,8 +64,19 @@ def apply_removals(record: Record, texts: list[str], config_hash_of) -> None:
         print(f"removed {game} seed {seed} of this recipe from the record {record.path}")
 
 
-def open_record(out: str, tool: str) -> Record:
-    return Record(pathlib.Path(out), tool, IDENTITY)
+def open_record(args: argparse.Namespace, tool: str) -> Record:
+    """The record `--out` names. A `--report-only` look changes it only where asked: `--write-record`, a
+    `--remove` or time-to-score's `--record-stopped`; otherwise what it finds stays in memory."""
+    if args.write_record and not args.report_only:
+        raise UserError("--write-record without --report-only: a run that trains always writes the record; "
+                        "allowed: --report-only --write-record")
+    asked = args.write_record or args.remove or getattr(args, "record_stopped", False)
+    return Record(pathlib.Path(args.out), tool, IDENTITY, writes=not args.report_only or bool(asked))
+
+
+def held_seeds(record: Record, recipe: str, field: str = "config_hash", games=None) -> list[int]:
+    """The seeds of the record's runs of `recipe` (of `games`, where given): `--report-only`'s default `--seeds`."""
+    return sorted({run["seed"] for run in record.of_recipe(recipe, field) if games is None or run["game"] in games})
 
 
 def settle(record: Record, planned: list[PlannedRun], entry, collect, where: Placement, report_only: bool,

@@ -51,7 +51,9 @@ from tfdqn.extras import require
 def build_parser(prog: str = "tfdqn time-to-score") -> OneLineErrorParser:
     parser = OneLineErrorParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", required=True, help="an ALE game (Pong, Breakout, ...)")
-    parser.add_argument("--seeds", type=number(int), nargs="+", default=[0], help="one run per seed")
+    parser.add_argument("--seeds", type=number(int), nargs="+",
+                        help="one run per seed (default: 0; with --report-only, the seeds the record holds of this "
+                             "recipe)")
     parser.add_argument("--target", type=number(float), required=True, help="evaluation mean return that counts as reached")
     parser.add_argument("--preset", choices=sorted(PRESETS), metavar="NAME",
                         help=f"a preset on top of the game's config: {', '.join(sorted(PRESETS))}")
@@ -238,7 +240,7 @@ def _check(args) -> None:
         bad = (f"--confirm-episodes {args.confirm_episodes}: allowed: an integer >= 0" if args.confirm_episodes < 0
                else f"--product-episodes {args.product_episodes}: allowed: an integer >= 1")
         raise UserError(bad)
-    if len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0:
+    if args.seeds is not None and (len(set(args.seeds)) != len(args.seeds) or min(args.seeds) < 0):
         raise UserError(f"--seeds {' '.join(map(str, args.seeds))}: allowed: distinct integers >= 0")
     if args.plot:
         require("bench", "--plot", ("matplotlib",))
@@ -247,9 +249,11 @@ def _check(args) -> None:
 def _main(args) -> int:
     _check(args)
     where = sweep.placement(args)
-    record = sweep.open_record(args.out, "time-to-score")
+    record = sweep.open_record(args, "time-to-score")
+    recipe = RunKey.of(args.game, seed_config(args, 0)).config_hash  # the seed is not in it
+    if args.seeds is None:
+        args.seeds = (args.report_only and sweep.held_seeds(record, recipe)) or [0]
     planned = plan(args)
-    recipe = planned[0].key.config_hash  # the seed is not in it
     sweep.apply_removals(record, args.remove, lambda game, seed: recipe)
     entry = lambda run, outcome: {**sweep.run_facts(run, outcome), "preset": args.preset}  # noqa: E731
     code = sweep.settle(record, planned, entry, collect, where, args.report_only or args.record_stopped,

@@ -143,6 +143,10 @@ class ReplayConfig:
     prefetch: bool = _field(False, "host replay: draw the next update's batches as this one's go to the update and "
                                    "assemble them (decode, stack, n-step sums) in a second thread while it runs; "
                                    "batches are then drawn one update early (docs/experiments/replay.md)")
+    audit: bool = _field(False, "check every batch an update trains on against an independent record of every "
+                                "transition written (tfdqn/replay/audit.py); a difference stops the run in one line "
+                                "naming the slot. Slow (a Python loop per sampled transition): for tests and short "
+                                "runs; it changes nothing the run trains on")
     memory_budget_gib: float = _field(0.0, "with compression: the most memory the replay may take, GiB (its records "
                                            "up front and the frames it holds); frames that compress worse cost "
                                            "transitions held, never memory. 0: the raw ring's size, or half the "

@@ -146,6 +146,22 @@ class DeviceReplay(ReplayRing):
         slot, _ = tf.while_loop(lambda s, ok: ~tf.reduce_all(ok), redraw, (slot, self._sampleable(slot)))
         return (*self.gather_in_graph(slot)[:-1], self.sampler.weights_in_graph(slot, beta), slot)
 
+    def audited_sample(self, sample):
+        """`sample` (a `sample_in_graph` call) with each batch it draws checked by the replay audit on the host
+        before the update may use it (`replay.audit`: a Python call inside the graph, for tests)."""
+        def audited():
+            *batch, weight, slot = sample()
+            drawn = tf.stack([tf.cast(tf.gather(self._variables["stream"], slot), tf.int64),
+                              tf.gather(self._variables["seq"], slot)])
+            checked = tf.py_function(self._audit_check, [slot, drawn, *batch], tf.bool)
+            with tf.control_dependencies([checked]):
+                return tuple(tf.identity(x) for x in (*batch, weight, slot))
+        return audited
+
+    def _audit_check(self, *tensors) -> bool:
+        self.audit.check(*(t.numpy() for t in tensors))
+        return True
+
     def gather_in_graph(self, slot: tf.Tensor) -> tuple:
         """`ReplayRing.gather` in TF ops: one window of stack_size + n_step frames serves both stacks."""
         v, k, n = self._variables, self._stack_size, self._n_step

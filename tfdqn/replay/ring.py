@@ -117,6 +117,7 @@ class ReplayRing:
         self.observation_shape = self._frame_shape if stack_size == 1 else (stack_size, *self._frame_shape)
         self._dirty = np.zeros(-(-capacity // CHUNK_SLOTS), bool)
         self._chunk_in_use = np.zeros_like(self._dirty)  # chunks written or loaded since made or cleared: not all zeros
+        self.audit = None  # a `ReplayAudit` that shadows every write (`replay.audit`), or None
         self.sampler = sampler or UniformSampler()
         self.sampler.attach(self)
         self.nbytes = self.bytes_needed(capacity, frame_shape, frame_dtype, stack_size, num_streams, n_step,
@@ -247,6 +248,8 @@ class ReplayRing:
         self._cursor[0] = (self._cursor[0] + len(streams)) % self.capacity
         self._filled[0] = min(self._filled[0] + len(streams), self.capacity)
         self._held[0] = min(self._held[0] + len(streams), self.capacity)
+        if self.audit is not None:
+            self.audit.written(streams, frame, action, reward, terminated, final_only)
 
     def _evict(self, held: np.ndarray) -> None:
         """Forget what the slots `held` held: the globally oldest slots, so each is also its stream's oldest."""
@@ -357,19 +360,17 @@ class ReplayRing:
         age = rng.integers(self._held[0], size=count)  # 0: the newest slot
         return (self._cursor[0] - 1 - age) % self.capacity
 
-    def update_priorities(self, indices: np.ndarray, losses: np.ndarray, seq: np.ndarray) -> None:
+    def update_priorities(self, indices: np.ndarray, losses: np.ndarray, drawn: np.ndarray) -> None:
         """Give the transitions at `indices` the priorities of their per-sample `losses` (|TD error| or
-        the distributional loss), except where the slot was rewritten since it was drawn (its `seq`,
-        read by `seq_of` when drawn, changed)."""
-        current = self._seq[indices] == seq
+        the distributional loss), except where the slot was rewritten since it was drawn (its stream or
+        write count, read by `drawn` then, changed)."""
+        current = (self._stream[indices] == drawn[0]) & (self._seq[indices] == drawn[1])
         self.sampler.update(indices[current], losses[current])
-
-    def seq_of(self, indices: np.ndarray) -> np.ndarray:
-        return self._seq[indices].copy()
 
     def drawn(self, indices: np.ndarray) -> np.ndarray:
         """[2, N]: the (stream, write count) of each slot at `indices` now, which names the transition it holds:
-        what `redraw_changed` compares against once the lock was let go between a draw and its gather."""
+        what `redraw_changed` and `update_priorities` compare against once the lock was let go, and what the
+        replay audit checks a batch against."""
         return np.stack([self._stream[indices], self._seq[indices]])
 
     def redraw_changed(self, indices: np.ndarray, drawn: np.ndarray) -> np.ndarray:

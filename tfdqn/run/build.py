@@ -22,6 +22,7 @@ from tfdqn.config import DQNConfig
 from tfdqn.envs.make import EnvSpec, describe_protocol, make_env
 from tfdqn.envs.seeds import derive_seed
 from tfdqn.envs.vector import make_vector_env
+from tfdqn.replay.audit import ReplayAudit
 from tfdqn.replay.device import DeviceReplay
 from tfdqn.replay.ring import ReplayRing
 from tfdqn.replay.samplers import make_sampler
@@ -105,6 +106,9 @@ def _make_replay(config: DQNConfig, spec: EnvSpec, num_envs: int, memory_budget:
         config.replay.capacity, spec.frame_shape, spec.frame_dtype, spec.stack_size, num_streams=num_envs,
         seed=config.run.seed, n_step=config.learner.n_step, gamma=config.learner.gamma,
         clip_rewards=config.learner.clip_rewards, sampler=make_sampler(config.replay, in_graph), **compressed)
+    if config.replay.audit:
+        replay.audit = ReplayAudit(spec.frame_shape, spec.frame_dtype, spec.stack_size, config.learner.n_step,
+                                   config.learner.gamma, config.learner.clip_rewards, keep=2 * config.replay.capacity)
     print(replay_line(replay), flush=True)
     return replay
 
@@ -168,11 +172,11 @@ def _make_hooks(run: Run, quiet: bool, profile_steps: tuple[int, int] | None, on
     pace = _pace(run)
     sources = SummarySources(agent.counters, agent.actor, agent.learner, run.timer, run.driver, run.monitor,
                              run.writer, run.episodes, run.collector, run.checkpoint, lambda: _replay_gib(run),
-                             lambda: run.evaluation.last_mean, pace.seconds_left)
+                             lambda: run.evaluation.last_mean, pace.seconds_left, lambda: run.evaluation.activity)
     run.evaluation = EvaluationHook(config.eval_every, run.evaluator, config.eval_episodes, run.writer,
                                     BestCheckpoint(run.run_dir / "checkpoints", agent.online),
                                     (run.evaluations, run.confirmations), run.clock, config.target_return,
-                                    config.confirm_episodes, on_evaluation)
+                                    config.confirm_episodes, on_evaluation, pace.evaluated)
     hooks = [PaceHook(pace), SummaryHook(config.log_every, config.total_steps, sources, quiet), run.evaluation]
     if profile_steps:
         hooks.append(ProfilerHook(profile_steps, run.run_dir / "profile"))

@@ -13,6 +13,7 @@ Files in `checkpoints/`, for a checkpoint at env step S:
                                 where they pickle, newest frames, frame stack
   pending-S.npz                 with `replay.prefetch`: the next update's batches, drawn and assembled
                                 before the save, which the resumed run trains on first
+  audit-S.npz                   with `replay.audit`: its record of the transitions written (replay/audit.py)
   ckpt-S.complete               the marker, written last (with the versions that wrote the checkpoint):
                                 a checkpoint without it does not exist
   best-B.index, best-B.data-*   with periodic evaluation: the online network at env step B, whose mean
@@ -144,6 +145,9 @@ class Checkpointer:
             sampler_arrays = self._replay.sampler.arrays()
             if sampler_arrays:
                 written += atomic_write(self.directory / f"sampler-{env_steps}.npz", _npz_bytes(sampler_arrays))
+            if self._replay.audit is not None:
+                written += atomic_write(self.directory / f"audit-{env_steps}.npz",
+                                        _npz_bytes(self._replay.audit.arrays()))
             manifest = {"counters": self._replay.counters(), "chunks": self._chunk_files}
             written += atomic_write(self.directory / f"replay-{env_steps}.json", json.dumps(manifest).encode())
         written += atomic_write(self.directory / f"state-{env_steps}.pkl", pickle.dumps(loop_state))
@@ -184,7 +188,7 @@ class Checkpointer:
         its manifest does not read, every chunk file up to its step."""
         names = {p.name for p in self.directory.glob(f"ckpt-{env_steps}.*")}
         names |= {f"replay-{env_steps}.json", f"state-{env_steps}.pkl", f"sampler-{env_steps}.npz",
-                  f"pending-{env_steps}.npz"}
+                  f"pending-{env_steps}.npz", f"audit-{env_steps}.npz"}
         try:
             manifest = json.loads((self.directory / f"replay-{env_steps}.json").read_text())
             return names | set(manifest["chunks"].values())
@@ -226,6 +230,9 @@ class Checkpointer:
             if self._replay.sampler.prioritized:
                 with np.load(self.directory / f"sampler-{env_steps}.npz") as arrays:
                     self._replay.sampler.load_arrays(arrays)
+            if self._replay.audit is not None:
+                with np.load(self.directory / f"audit-{env_steps}.npz") as arrays:
+                    self._replay.audit.load_arrays(arrays)
             self._chunk_files = chunks
         self.pending = pending
         return loop_state

@@ -51,14 +51,16 @@ class HostReplayUpdates:
         """Called under the replay lock: everything that reads the replay's host arrays."""
         indices = self._replay.sample_indices(self._batch_size, draws=k * self._batch_size)
         beta = float(self._beta()) if self._replay.sampler.prioritized else 1.0
-        return self._replay.stack(indices, k, beta), indices, self._replay.seq_of(indices)
+        return self._replay.stack(indices, k, beta), indices, self._replay.drawn(indices)
 
     def run(self, prepared) -> dict:
-        batches, indices, seq = prepared
+        batches, indices, drawn = prepared
+        if self._replay.audit is not None:
+            self._replay.audit.check(indices, drawn, *batches[:5])
         metrics = self._learner.update_many(*batches)
         if self._replay.sampler.prioritized:
             with self._lock:
-                self._replay.update_priorities(indices, metrics["priority"].numpy().reshape(-1), seq)
+                self._replay.update_priorities(indices, metrics["priority"].numpy().reshape(-1), drawn)
         return metrics
 
     def pending(self) -> None:
@@ -111,20 +113,20 @@ class PrefetchedHostReplayUpdates(HostReplayUpdates):
             redrawn = self._replay.redraw_changed(indices.copy(), drawn)
             if not np.array_equal(redrawn, indices):  # weights of the slots drawn anew, as they are now
                 weight = self._replay.sampler.weights(redrawn.reshape(k, -1), beta)
-            return self._replay.stack(redrawn, k, weight=weight), redrawn, self._replay.seq_of(redrawn)
+            return self._replay.stack(redrawn, k, weight=weight), redrawn, self._replay.drawn(redrawn)
 
     def pending(self) -> dict | None:
         """The next call's batches, drawn and assembled, as arrays for a checkpoint (None: none drawn)."""
         if self._next is None:
             return None
-        batch, indices, seq = self._next
+        batch, indices, drawn = self._next
         return {**{f"batch_{name}": np.asarray(value) for name, value in batch._asdict().items()},
-                "indices": indices, "seq": seq}
+                "indices": indices, "drawn": drawn}
 
     def restore_pending(self, arrays: dict) -> None:
         """Take back the batches a checkpoint's `pending` held: the first call after a resume trains on them."""
         fields = {name[len("batch_"):]: value for name, value in arrays.items() if name.startswith("batch_")}
-        self._next = (Batch(**fields), arrays["indices"], arrays["seq"])
+        self._next = (Batch(**fields), arrays["indices"], arrays["drawn"])
 
     def close(self) -> None:
         self._pool.shutdown()
@@ -137,8 +139,9 @@ class DeviceReplayUpdates:
     def __init__(self, learner, replay, batch_size: int, beta, replay_lock: threading.Lock):
         self._replay, self._batch_size = replay, batch_size
         sampler = replay.sampler
-        self._update = learner.make_replay_update(lambda: replay.sample_in_graph(batch_size, beta()), batch_size,
-                                                  sampler.write_in_graph if sampler.prioritized else None)
+        sample = lambda: replay.sample_in_graph(batch_size, beta())  # noqa: E731
+        self._update = learner.make_replay_update(sample if replay.audit is None else replay.audited_sample(sample),
+                                                  batch_size, sampler.write_in_graph if sampler.prioritized else None)
 
     def ready(self) -> bool:
         return self._replay.can_sample(self._batch_size)
@@ -149,7 +152,12 @@ class DeviceReplayUpdates:
         return k
 
     def run(self, k: int) -> dict:
-        return self._update(tf.constant(k, tf.int32))
+        try:
+            return self._update(tf.constant(k, tf.int32))
+        except tf.errors.OpError:
+            if self._replay.audit is not None and self._replay.audit.failure is not None:
+                raise self._replay.audit.failure from None  # raised in the graph's audit, which TensorFlow wraps
+            raise
 
     def pending(self) -> None:
         """The graph draws each call's batches when it runs: nothing is drawn ahead."""

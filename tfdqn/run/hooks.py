@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import pathlib
 import sys
+import threading
 import time
 from typing import Callable
 
@@ -59,14 +60,18 @@ class EvaluationHook(PeriodicHook):
     choose nothing. A resumed run reads it back from the rows it kept. `on_evaluation` (the Python API's):
     called with each evaluation's record; True ends the run as the target would (`ended_by_callback`).
     `last_mean`: the newest evaluation's mean return (None before the first), which the progress bar
-    shows beside the exploration return."""
+    shows beside the exploration return, and `activity` what it plays while it plays (None between), which the
+    bar says; `on_played(seconds, games)` is told each evaluation's length (`run.pace.Pace.evaluated`)."""
 
     phase = "eval"
     reads_weights = True
 
     def __init__(self, period: int, evaluator, episodes: int, writer, best, logs: tuple, clock, target: float,
-                 confirm_episodes: int = 0, on_evaluation: Callable[[dict], bool | None] | None = None):
+                 confirm_episodes: int = 0, on_evaluation: Callable[[dict], bool | None] | None = None,
+                 on_played: Callable[[float, int], None] = lambda seconds, games: None):
         super().__init__(period, at_end=True)
+        self._on_played = on_played
+        self.activity: str | None = None
         self._evaluator, self._episodes, self._writer, self._best = evaluator, episodes, writer, best
         (self._log, self._confirmations), self._clock, self._target = logs, clock, target
         self._confirm_episodes, self._on_evaluation = confirm_episodes, on_evaluation
@@ -80,15 +85,27 @@ class EvaluationHook(PeriodicHook):
         return self.reached_target or self.ended_by_callback
 
     def __call__(self, env_steps: int) -> None:
+        started, games = time.perf_counter(), self._episodes
+        self.activity = f"evaluating: {self._episodes} games at env step {env_steps:,}"
+        try:
+            games += self._evaluate(env_steps)
+        finally:
+            self.activity = None
+            self._on_played(time.perf_counter() - started, games)
+
+    def _evaluate(self, env_steps: int) -> int:
+        """One periodic evaluation, and its confirmation where it reaches the target; the confirmation's games."""
         returns = self._evaluator.evaluate(self._episodes, env_steps)
         if returns is None:  # None: a stop signal cut it short
-            return
+            return 0
         mean, seconds = float(np.mean(returns)), round(self._clock.seconds(), 3)
         confirms = mean >= self._target and self._confirm_episodes > 0
+        if confirms:
+            self.activity = f"confirming a hit of {self._target:g}: {self._confirm_episodes} fresh games"
         confirmation = self._evaluator.evaluate(self._confirm_episodes, env_steps, purpose=CONFIRMATION) \
             if confirms else None
         if confirms and confirmation is None:  # a stop signal cut the confirmation short
-            return
+            return 0
         self._writer.scalars(env_steps, {"charts/eval_return": mean})
         self._log.write(env_steps, seconds, mean, float(np.std(returns)))
         rating = returns if confirmation is None else confirmation  # what rates this network, and decides the hit
@@ -104,6 +121,7 @@ class EvaluationHook(PeriodicHook):
                       "return_std": float(np.std(returns)), "returns": list(returns),
                       **({"confirmation_returns": list(confirmation)} if confirmation is not None else {})}
             self.ended_by_callback = self.ended_by_callback or self._on_evaluation(record) is True
+        return 0 if confirmation is None else len(confirmation)
 
 
 def _row_means(log) -> list[float]:
@@ -128,6 +146,7 @@ class SummarySources:
     replay_gib: Callable[[], float]  # the replay's filled part, in GiB
     last_eval: Callable[[], float | None] = lambda: None  # EvaluationHook.last_mean, for the progress bar
     seconds_left: Callable[[int], float | None] = lambda env_steps: None  # run.pace.Pace's, for the progress bar
+    activity: Callable[[], str | None] = lambda: None  # EvaluationHook.activity: what plays now, for the bar
 
 
 def in_gib(system: dict) -> dict:
@@ -167,7 +186,9 @@ class SummaryHook(PeriodicHook):
     and, unless quiet, refreshes the progress bar every second whatever the period (a long period
     would freeze it), at the cost of one clock read per loop iteration. The bar's rate is that of the
     last second; it closes where training ends with the whole training's rate (`end_training`), so a
-    final evaluation that plays for minutes neither freezes it nor counts in it.
+    final evaluation that plays for minutes neither freezes it nor counts in it. Where the loop's thread is
+    busy for longer (a fused round of hundreds of updates, a periodic evaluation), a second thread redraws
+    the bar each second, its clock and time left moving, and says what plays (`SummarySources.activity`).
 
     `perf/share_*` are shares of the loop thread's wall time and add up to 1; `perf/learner_busy_share`
     is the share of wall time the learner spent updating, in whichever thread it runs. A phase's share
@@ -182,10 +203,17 @@ class SummaryHook(PeriodicHook):
         super().__init__(period, at_end=True)
         self._s = sources
         self._last = sources.counters.read()
+        self._postfix_text = "" if quiet else self._postfix()
         self._bar = ProgressBar(total=total_steps, initial=self._last[0], disable=quiet, unit="step",
-                                dynamic_ncols=True, postfix=None if quiet else self._postfix())
+                                dynamic_ncols=True, postfix=self._postfix_text or None)
         self._bar_shown = (time.monotonic(), self._last[0])  # when the bar was last refreshed, at which env step
         self._summary_due = False
+        self._lock = threading.Lock()  # the loop's thread and the redrawing thread take turns at the bar
+        self._drawn = (time.monotonic(), None)  # when the bar was last drawn by either, with which activity
+        self._stop = threading.Event()
+        self._redrawing = None if quiet else threading.Thread(target=self._redraw, name="tfdqn-bar", daemon=True)
+        if self._redrawing is not None:
+            self._redrawing.start()
 
     def due(self, before: int, after: int, final: bool) -> bool:
         self._summary_due = crossed(before, after, self.period) or final
@@ -202,27 +230,54 @@ class SummaryHook(PeriodicHook):
         """The bar at `env_steps`, with env steps/s since its last refresh, recent returns and epsilon."""
         now = time.monotonic()
         seconds, steps = now - self._bar_shown[0], env_steps - self._bar_shown[1]
-        self._bar.shown_rate = steps / seconds if seconds > 0 else None
-        self._bar.seconds_left = self._s.seconds_left(env_steps)
-        self._move_bar(env_steps)
+        postfix = self._postfix()  # read here: the redrawing thread calls no TensorFlow
+        with self._lock:
+            self._bar.shown_rate = steps / seconds if seconds > 0 else None
+            self._bar.seconds_left = self._s.seconds_left(env_steps)
+            self._move_bar(env_steps, postfix)
         self._bar_shown = (now, env_steps)
 
     def _postfix(self) -> str:
         return bar_postfix(self._s.episodes.recent, self._s.last_eval(), float(self._s.actor.epsilon().numpy()))
 
-    def _move_bar(self, env_steps: int) -> None:
-        self._bar.set_postfix_str(self._postfix(), refresh=False)
+    def _move_bar(self, env_steps: int, postfix: str) -> None:
+        """Called holding the lock."""
+        self._postfix_text = postfix
+        self._bar.set_postfix_str(postfix, refresh=False)
         self._bar.total = max(self._bar.total, env_steps)  # N envs may end a few steps past total_steps
         self._bar.update(env_steps - self._bar.n)
+        self._drawn = (time.monotonic(), None)
+
+    def _redraw(self) -> None:
+        """The bar drawn again each second the loop's thread has not, and at once when what plays changes: its
+        clock and time left go on through a long round of updates or an evaluation, which it names."""
+        while not self._stop.wait(0.1):
+            activity = self._s.activity()
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                if activity == self._drawn[1] and time.monotonic() - self._drawn[0] < self.BAR_SECONDS:
+                    continue
+                if self._bar.seconds_left is not None:  # the time left runs down while nothing else moves
+                    self._bar.seconds_left = max(0.0, self._bar.seconds_left - (time.monotonic() - self._drawn[0]))
+                self._bar.set_postfix_str(self._postfix_text + (f" | {activity}" if activity else ""), refresh=False)
+                self._bar.refresh()
+                self._drawn = (time.monotonic(), activity)
+
+    def _stop_redrawing(self) -> None:
+        self._stop.set()
+        if self._redrawing is not None and self._redrawing is not threading.current_thread():
+            self._redrawing.join()
 
     def end_training(self, env_steps: int, env_steps_per_sec: float, next_line: str | None) -> None:
         """Close the bar at `env_steps` with the training's rate, then print `next_line` below it."""
+        self._stop_redrawing()
         if self._bar.disable:
             return
         self._bar.shown_rate = env_steps_per_sec
         if env_steps >= self._bar.total:  # else stopped early: the last time left still says what is to go
             self._bar.seconds_left = 0.0
-        self._move_bar(env_steps)
+        self._move_bar(env_steps, self._postfix())
         self._bar.close()
         if next_line:
             print(next_line, file=sys.stderr, flush=True)
@@ -262,6 +317,7 @@ class SummaryHook(PeriodicHook):
                 "perf/learner_busy_share": sum(s.get("share_update", 0.0) for s in [shares, *learner_shares])}
 
     def close(self) -> None:
+        self._stop_redrawing()
         self._bar.close()
 
 

@@ -6,7 +6,9 @@ run times its own compiled update on batches of zeros, between the act calls the
 puts back every variable they wrote, so the run is the one it would have been. During the warm-up the time
 left counts the learning to come at the rate that cost implies beside the warm-up's measured one; once
 learning runs, its own measured rate (over the last minute) takes over. A warm-up over before the line is
-due (3 s of rate) has it said as learning begins, from the warm-up's rate. Periodic evaluations come on top.
+due (3 s of rate) has it said as learning begins, from the warm-up's rate. Evaluations are counted apart: their
+games still to come (periodic and final) at the seconds a game has taken so far, once one has been timed, and
+their time is left out of the env-step rate. The line is said again once they are timed.
 With the replay on the accelerator the host replay's update is timed: the in-graph one has nothing to
 sample before the replay holds a batch.
 """
@@ -114,6 +116,10 @@ class RateWindow:
     def clear(self) -> None:
         self._samples.clear()
 
+    def skip(self, seconds: float) -> None:
+        """Leave out the last `seconds` (spent on something else, an evaluation): the samples before move on by it."""
+        self._samples = collections.deque((now + seconds, env_steps) for now, env_steps in self._samples)
+
 
 class Pace:
     """The run's expected time left. `update_seconds`: one update's measured cost (None: no update is due
@@ -124,6 +130,11 @@ class Pace:
         self._learning_starts, self._total = run_config.learning_starts, run_config.total_steps
         self._interval, self._update_seconds = run_config.training_interval, update_seconds
         self._overlapped = overlapped
+        self._eval_every, self._eval_episodes = run_config.eval_every, run_config.eval_episodes
+        # the final evaluation plays the last network, and the best-evaluated one where periodic evaluation ran
+        self._final_games = run_config.final_eval_episodes * (2 if run_config.eval_every else 1)
+        self._played = (0.0, 0)  # seconds and games of the evaluations so far
+        self.evaluations_said = False  # the line was said again with the evaluations timed
         self._window = RateWindow()
         self._learning: bool | None = None  # the phase the window's samples are from
         self._acting_rate: float | None = None  # the warm-up's last measured rate
@@ -137,6 +148,25 @@ class Pace:
             self._learning = learning
         self._window.add(now, env_steps)
 
+    def evaluated(self, seconds: float, games: int) -> None:
+        """An evaluation played `games` in `seconds`: the time left counts the games to come at its pace, and the
+        env-step rate leaves its time out."""
+        self._played = (self._played[0] + seconds, self._played[1] + games)
+        self._window.skip(seconds)
+
+    @property
+    def game_seconds(self) -> float | None:
+        """Seconds an evaluation game has taken, over all played so far (None: none yet)."""
+        return self._played[0] / self._played[1] if self._played[1] else None
+
+    def _evaluations_left(self, env_steps: int) -> tuple[int, int]:
+        """(periodic evaluations still to come up to `run.total_steps`, the last step's included; the games they
+        and the final evaluation play)."""
+        periodic = 0
+        if self._eval_every and env_steps < self._total:
+            periodic = self._total // self._eval_every - env_steps // self._eval_every + bool(self._total % self._eval_every)
+        return periodic, periodic * self._eval_episodes + self._final_games
+
     def learning_rate(self, acting_rate: float) -> float:
         """Env steps/s once updates run, from the warm-up's rate (acting and env steps, without updates)."""
         if self._update_seconds is None:
@@ -145,8 +175,17 @@ class Pace:
         return 1.0 / (max(act, update) if self._overlapped else act + update)
 
     def seconds_left(self, env_steps: int) -> float | None:
-        """Seconds to `run.total_steps` at the measured rate, the warm-up's followed by learning's; None
-        before a rate is measured."""
+        """Seconds to `run.total_steps` at the measured rate, the warm-up's followed by learning's, and the
+        evaluation games to come once one was timed; None before a rate is measured."""
+        return self._with_evaluations(env_steps, self._step_seconds_left(env_steps))
+
+    def _with_evaluations(self, env_steps: int, step_seconds: float | None) -> float | None:
+        """`step_seconds` and the evaluation games to come at the pace timed so far (none before one is)."""
+        if step_seconds is None or self.game_seconds is None:
+            return step_seconds
+        return step_seconds + self._evaluations_left(env_steps)[1] * self.game_seconds
+
+    def _step_seconds_left(self, env_steps: int) -> float | None:
         rate = self._window.rate()
         if self._learning and not rate and self._acting_rate:  # learning has just begun: the estimate still
             rate = self.learning_rate(self._acting_rate)
@@ -163,11 +202,26 @@ class Pace:
         return bool(self._learning and self._acting_rate and self._window.span() < LINE_AFTER_SECONDS)
 
     def due_line(self, env_steps: int) -> bool:
-        """Whether to say the line now: not yet said, steps still to go, and the rate measured long enough or
-        the warm-up over before it was (then said at once, from the warm-up's rate)."""
-        if self.line_said or env_steps >= self._total:
+        """Whether to say the line now: steps still to go, and either not yet said and the rate measured long
+        enough or the warm-up over before it was (then said at once, from the warm-up's rate), or said before the
+        evaluations were timed and they now are (said again, with them)."""
+        if env_steps >= self._total:
             return False
+        if self.line_said:
+            return not self.evaluations_said and self.game_seconds is not None and bool(self._window.rate())
         return self._warm_up_stands_in() or (self._window.span() >= LINE_AFTER_SECONDS and bool(self._window.rate()))
+
+    def _evaluation_clause(self, env_steps: int) -> str:
+        """What the evaluations to come add: counted and timed, or counted only, before one has played."""
+        periodic, games = self._evaluations_left(env_steps)
+        if not games:
+            return ""
+        what = (f"{periodic} periodic evaluation{'s' if periodic != 1 else ''} of {self._eval_episodes} games and "
+                if periodic else "") + f"the final evaluation's {self._final_games} games"
+        if self.game_seconds is None:
+            return f" (and {what}, not timed yet)"
+        self.evaluations_said = True
+        return f" (with {what}: {_duration(games * self.game_seconds)} at {self.game_seconds:.2g} s a game)"
 
     def _update_clause(self) -> str:
         """What learning's rate adds to acting's ("" where the run makes no updates)."""
@@ -184,19 +238,19 @@ class Pace:
         steps_left = f"{max(0, self._total - env_steps):,} env steps"
         if self._warm_up_stands_in():
             rate = self.learning_rate(self._acting_rate)
-            return (f"time left: about {_duration(max(0, self._total - env_steps) / rate)} for {steps_left} of "
+            left = self._with_evaluations(env_steps, max(0, self._total - env_steps) / rate)
+            return (f"time left: about {_duration(left)} for {steps_left} of "
                     f"learning at about {rate:,.0f}/s, from the warm-up's {self._acting_rate:,.0f}/s"
-                    f"{self._update_clause()} (periodic evaluations on top)")
-        rate, left = self._window.rate(), self.seconds_left(env_steps)
+                    f"{self._update_clause()}{self._evaluation_clause(env_steps)}")
+        rate, left, evaluations = self._window.rate(), self.seconds_left(env_steps), self._evaluation_clause(env_steps)
         if self._learning:
-            return f"time left: about {_duration(left)} for {steps_left} at {rate:,.0f}/s (periodic evaluations on top)"
+            return f"time left: about {_duration(left)} for {steps_left} at {rate:,.0f}/s{evaluations}"
         learning = ""
         if self._total > self._learning_starts:
             learning = (f", then {self._total - self._learning_starts:,} learning at about "
                         f"{self.learning_rate(rate):,.0f}/s{self._update_clause()}")
         return (f"time left: about {_duration(left)} for {steps_left}: "
-                f"{self._learning_starts - env_steps:,} of warm-up at {rate:,.0f}/s{learning} "
-                f"(periodic evaluations on top)")
+                f"{self._learning_starts - env_steps:,} of warm-up at {rate:,.0f}/s{learning}{evaluations}")
 
 
 def _duration(seconds: float) -> str:
@@ -208,8 +262,9 @@ def _duration(seconds: float) -> str:
 
 
 class PaceHook(PeriodicHook):
-    """Gives the run's `Pace` a reading about once a second and prints its expected-length line once,
-    above the progress bar (on stdout with the other lines a run prints, also when quiet)."""
+    """Gives the run's `Pace` a reading about once a second and prints its expected-length line above the
+    progress bar (on stdout with the other lines a run prints, also when quiet): once, and again once the
+    evaluations are timed."""
 
     phase = "log"
     SECONDS = 1.0

@@ -62,6 +62,8 @@ def summarize(run, env_steps: int) -> dict:
         "replay_memory_bytes": int(run.replay.memory_bytes()),  # with the compressed frames it holds
         **({"replay_memory_budget": run.replay.memory_budget, "replay_slots_held": run.replay.held,
             "replay_fewest_held": run.replay.fewest_held} if run.replay.compression != "none" else {}),
+        # with replay.audit: sampled transitions it checked in this process, every one found as written
+        **({"replay_audit_checked": run.replay.audit.checked} if run.replay.audit is not None else {}),
     }
 
 
