@@ -123,4 +123,5 @@ def test_the_dopamine_curves_hold_five_sorted_values_per_iteration_and_their_sou
     protocol = data["source"]["protocol"]
     assert protocol["repeat_action_probability"]["value"] == 0.25
     assert protocol["max_steps_per_episode"]["value"] == 27000
+    assert protocol["max_num_frames_per_episode"]["value"] == 100_000  # the v5 path's cap, which binds first
     assert all(fact.get("where") for fact in protocol.values())

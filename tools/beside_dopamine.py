@@ -79,8 +79,9 @@ def protocol_differences(config: config_lib.DQNConfig, protocol: dict) -> list[s
              ("env.noop_max", env.noop_max, protocol["noop_max"]["value"]),
              ("env.terminal_on_life_loss", env.terminal_on_life_loss, protocol["terminal_on_life_loss"]["value"]),
              ("env.frame_skip", env.frame_skip, protocol["frame_skip"]["value"]),
-             ("env.max_episode_frames", env.max_episode_frames,
-              protocol["max_steps_per_episode"]["value"] * protocol["frame_skip"]["value"]),
+             ("env.max_episode_frames", env.max_episode_frames,  # whichever cap ends a game first
+              min(protocol["max_num_frames_per_episode"]["value"],
+                  protocol["max_steps_per_episode"]["value"] * protocol["frame_skip"]["value"])),
              ("exploration.epsilon_start", exploration.epsilon_start, epsilon["start"]),
              ("exploration.epsilon_delay_steps", exploration.epsilon_delay_steps, epsilon["hold_steps"]),
              ("exploration.epsilon_decay_steps", exploration.epsilon_decay_steps, epsilon["decay_steps"]),

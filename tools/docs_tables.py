@@ -27,6 +27,7 @@ COMMAND = "python -m tools.docs_tables"
 README_START, README_END = "<!-- results:start -->", "<!-- results:end -->"
 CARTPOLE = "docs/bench-cartpole.json"
 PONG, BREAKOUT, SWEEP = "docs/bench-atari-pong.json", "docs/bench-atari-breakout.json", "docs/sweep-breakout.json"
+BREAKOUT_CONFIRMED = "docs/bench-atari-breakout-confirmed.json"  # the confirmed protocol's fixed seeds (issue 69)
 DRQ_EPS, DER = "docs/atari100k-drq_eps.json", "docs/atari100k-der.json"
 REPLAY, FILL = "docs/bench-replay.json", "docs/replay-fill-breakout.json"
 # bench_act's records at or after 7167afa (one intra-op thread for a small act, docs/experiments/performance.md);
@@ -38,7 +39,7 @@ TORCH = "docs/bench.json"
 FAMILY_COST = "docs/bench-family-697fbb9.json"  # tools.bench_family at a commit, a clean tree
 CLASSIC = ("docs/classic-lunarlander.json", "docs/classic-mountaincar.json")  # tfdqn aggregate's records
 # the headline recipe of each time-to-score record, the one README and the guide quote
-HEADLINE = {PONG: "4d8151fbd8", BREAKOUT: "48788f9e2b"}
+HEADLINE = {PONG: "4d8151fbd8", BREAKOUT: "48788f9e2b", BREAKOUT_CONFIRMED: "8c48a0ede5"}
 
 
 class Table(NamedTuple):
@@ -129,6 +130,7 @@ def atari100k_report(record: dict) -> tuple:
 
     suite, report = list(record["reports"].items())[-1]
     args = atari100k.build_parser().parse_args(shlex.split(report["command"])[2:])
+    args.games = args.games or [row["game"] for row in report["games"]]  # a command that left them to the record
     runs = [run for run in record["runs"] if run["suite_hash"] == suite and run["game"] in args.games]
     rows, aggregate = atari100k.rows_of(args.games, sorted(runs, key=lambda r: r["seed"])), report["aggregate"]
     normalized = [atari100k.human_normalized(r["game"], r["score"]) for r in runs
@@ -136,7 +138,7 @@ def atari100k_report(record: dict) -> tuple:
     if not np.isclose(trim_mean(normalized, 0.25), aggregate["iqm"]):
         raise UserError(f"the report of recipe {suite} in the record is older than its runs (IQM "
                         f"{aggregate['iqm']:.3f}, the runs give {trim_mean(normalized, 0.25):.3f}); allowed: run "
-                        f"`{report['command']} --report-only` first")
+                        f"`{report['command']} --report-only --write-record` first")
     return args, suite, rows, aggregate
 
 
@@ -227,7 +229,7 @@ def classic_control(records: dict) -> str:
 
 TABLES = {
     "cartpole-sb3": Table((CARTPOLE,), cartpole),
-    "atari-time-to-score": Table((PONG, BREAKOUT), time_to_score),
+    "atari-time-to-score": Table((PONG, BREAKOUT, BREAKOUT_CONFIRMED), time_to_score),
     "sweep-breakout": Table((SWEEP,), sweep),
     "atari100k-drq_eps": Table((DRQ_EPS,), atari100k_table(DRQ_EPS)),
     "atari100k-der": Table((DER,), atari100k_table(DER)),
@@ -256,6 +258,19 @@ def to_target(records: dict, path: str) -> str:
             + f" env steps; {len(reached)} of {len(runs)} seeds); final evaluations {finals}")
 
 
+def confirmed_to_target(records: dict, path: str) -> str:
+    """"seed 4: confirmed at 425,000 env steps, 83.1 min from process start; its product 109.0 on 100 fresh games" per
+    seed of a record made under the confirmed protocol."""
+    parts = []
+    for r in headline_runs(records, path):
+        reached = (f"confirmed at {r['solve_env_steps']:,} env steps, {minutes(r['solve_wall_seconds'])} min from "
+                   f"process start" if r["solved"] else f"not confirmed in {minutes(r['run_seconds'])} min")
+        product = ("" if r["final_eval_return"] is None else
+                   f"; its product {r['final_eval_return']:.1f} on {r['final_eval_episodes']} fresh games")
+        parts.append(f"seed {r['seed']}: {reached}{product}")
+    return "; ".join(parts)
+
+
 def atari100k_cell(records: dict, path: str) -> str:
     args, _, rows, aggregate = atari100k_report(records[path])
     own, better = aggregate["drq_eps_own_iqm"], aggregate["improvement_over_drq_eps"]
@@ -281,6 +296,8 @@ def readme(records: dict) -> str:
          f"{mine['total_wall_seconds']['median']:.1f} s", CARTPOLE),
         ("Pong to 18, `--preset atari_cpu`, 2 CPU cores", to_target(records, PONG), PONG),
         ("Breakout to 100, `--preset iqn_impala_cpu`, 2 CPU cores", to_target(records, BREAKOUT), BREAKOUT),
+        ("Breakout to 100 confirmed on 30 fresh games, seeds fixed first, 2 CPU cores",
+         confirmed_to_target(records, BREAKOUT_CONFIRMED), BREAKOUT_CONFIRMED),
         ("Atari 100k", atari100k_cell(records, DRQ_EPS), DRQ_EPS),
         ("Atari 100k", atari100k_cell(records, DER), DER),
         ("act, batch 1, against the JAX peer", f"{spread(act_ratios(records, 'tfdqn/jax', '1'))} as the trainer "
@@ -298,7 +315,7 @@ def readme(records: dict) -> str:
 
 
 def readme_records() -> tuple[str, ...]:
-    return tuple(dict.fromkeys((CARTPOLE, PONG, BREAKOUT, DRQ_EPS, DER, *ACT, *JAX_UPDATE, TORCH, FILL, REPLAY)))
+    return tuple(dict.fromkeys((CARTPOLE, PONG, BREAKOUT, BREAKOUT_CONFIRMED, DRQ_EPS, DER, *ACT, *JAX_UPDATE, TORCH, FILL, REPLAY)))
 
 
 # the reference pages, generated from the code rather than from records

@@ -441,13 +441,18 @@ PRESETS = {
                "env.repeat_action_probability": Cited(0.25, f"{_IQN_GIN}:26 sticky_actions = True: 0.25"),
                "env.terminal_on_life_loss": Cited(False, "dopamine/discrete_domains/atari_lib.py "
                                                          "AtariPreprocessing terminal_on_life_loss=False"),
-               "env.max_episode_frames": Cited(108_000, f"{_IQN_GIN}:33 Runner.max_steps_per_episode = 27_000 "
-                                                        "agent steps of 4 frames"),
+               "env.max_episode_frames": Cited(100_000, "dopamine/discrete_domains/atari_lib.py:134 "
+                                                        "max_num_frames_per_episode=100_000, which binds before "
+                                                        f"{_IQN_GIN}:33 Runner.max_steps_per_episode = 27,000 agent "
+                                                        "steps (108,000 frames)"),
                "network.kind": Cited("nature_cnn", f"{_IQN_NETWORK}: conv 32 8x8/4, 64 4x4/2, 64 3x3/1, then the "
                                                    "fractions' embedding and a dense 512"),
                "network.conv_padding": Cited("same", f"{_IQN_NETWORK}: nn.Conv with flax's default padding, SAME")},
         vector={},
         differences=(_DOPAMINE_LENGTH,
+                     Difference("a game cut at 100,000 frames", "stored as terminal (AtariPreprocessing returns "
+                                "terminated or truncated as one flag)", "truncated: the target bootstraps",
+                                "only games longer than 25,000 agent steps"),
                      Difference("evaluation", f"none: {_IQN_GIN}:27 schedule continuous_train reports the returns of "
                                 "the training games", "atari.yaml's: 10 games every 250,000 agent steps at epsilon "
                                 "0.001", "the best network is picked as tfdqn picks it; Dopamine's published IQN "
