@@ -264,8 +264,7 @@ def build_run(config: DQNConfig, run_dir: pathlib.Path, resume: bool = False, qu
                               lambda: stop.requested)
         closing.callback(evaluator.close)
         checkpoint = CheckpointService(config.run.checkpoint_every, checkpointer, collector, agent.learner,
-                                       (episodes, evaluations, confirmations), clock, driver.pending,
-                                       last=resumed_from)
+                                       (episodes, evaluations, confirmations), clock, driver.pending, last=resumed_from)
         run = Run(config, run_dir, spec, agent, replay, replay_lock, collector, driver, timer, monitor, writer,
                   episodes, evaluator, evaluations, confirmations, clock, checkpoint, stop, resumed_from, closing)
         run.hooks = _make_hooks(run, quiet, profile_steps, on_evaluation)
