@@ -7,6 +7,7 @@ import os
 import pathlib
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -35,6 +36,15 @@ def train_in_process(*args: str) -> subprocess.CompletedProcess:
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         code = main(list(args))
     return subprocess.CompletedProcess(["tfdqn.train", *args], code, out.getvalue(), err.getvalue())
+
+
+def wait_for_checkpoints(process: subprocess.Popen, checkpoints, count: int, timeout: float = 300) -> None:
+    """Until `checkpoints` (a run's folder of them) holds `count` complete ones, while `process` runs."""
+    deadline = time.time() + timeout
+    while len(list(checkpoints.glob("ckpt-*.complete"))) < count:
+        assert process.poll() is None, f"the learner ended ({process.returncode}) before {count} checkpoints"
+        assert time.time() < deadline, f"no {count} checkpoints within {timeout} s"
+        time.sleep(0.1)
 
 
 @pytest.fixture

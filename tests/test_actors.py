@@ -184,7 +184,10 @@ def test_process_actors_feed_the_learner_at_the_configured_ratio_and_leave_no_pr
     assert learner.exit_code(timeout=180) == 0, learner.err
     assert _gone(actors, timeout=5)
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
-    assert summary["actors"] == {"kind": "process", "count": 2, "envs_per_actor": 2, "restarts": 0}
+    per_actor = summary["actors"].pop("per_actor")
+    assert summary["actors"] == {"kind": "process", "count": 2, "envs_per_actor": 2, "restarts": 0, "lost_chunks": 0}
+    assert sum(actor["env_steps"] for actor in per_actor) == 3000 and all(a["env_steps"] > 0 for a in per_actor)
+    assert all(len(actor["lives"]) == 1 and "node" not in actor["lives"][0] for actor in per_actor)
     assert summary["env_steps"] == 3000 and summary["updates"] == (3000 - 500) // 2  # the ratio, exactly
     assert summary["replay_audit_checked"] == summary["updates"] * 64  # every batch found as the actors wrote it
     assert summary["phase_shares"]["act"] == summary["phase_shares"]["env_step"] == 0  # done by the actors
@@ -273,7 +276,13 @@ def test_ray_actors_run_five_thousand_steps_at_the_configured_ratio(tmp_path):
                         "--run-name", "a", timeout=300)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
-    assert summary["actors"] == {"kind": "ray", "count": 2, "envs_per_actor": 1, "restarts": 0}
+    per_actor = summary["actors"].pop("per_actor")
+    assert summary["actors"] == {"kind": "ray", "count": 2, "envs_per_actor": 1, "restarts": 0, "lost_chunks": 0}
+    assert sum(actor["env_steps"] for actor in per_actor) == summary["env_steps"]
+    for actor in per_actor:  # one life each, on this machine's one Ray node; a CartPole frame is 4 float32
+        (life,) = actor["lives"]
+        assert life["pid"] > 0 and len(life["node"]) == 56 and actor["bytes_sent"] >= 16 * actor["env_steps"]
+    assert per_actor[0]["lives"][0]["node"] == per_actor[1]["lives"][0]["node"]
     assert summary["replay_audit_checked"] == summary["updates"] * 64  # every batch found as the actors wrote it
     ratio = summary["updates"] / (summary["env_steps"] - 500)
     assert summary["env_steps"] == 5_000 and abs(ratio * 4 - 1) <= 0.05, ratio
@@ -281,6 +290,18 @@ def test_ray_actors_run_five_thousand_steps_at_the_configured_ratio(tmp_path):
     updates = dict(read_scalars(tmp_path / "a", "perf/updates_per_sec"))  # written from the first update on
     ratios = [updates[step] / s for step, s in steps if step > 1000]  # every window after learning starts
     assert ratios and all(abs(r * 4 - 1) <= 0.05 for r in ratios), ratios
+
+
+def test_a_run_given_a_ray_address_joins_a_cluster_or_stops_and_never_starts_a_ray_of_its_own(tmp_path):
+    """`auto` with no cluster recorded in Ray's temp folder (RAY_TMPDIR) and none in RAY_ADDRESS."""
+    pytest.importorskip("ray")
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(tmp_path / "tmp")}
+    result = run_module("tfdqn.train", "--env", "CartPole", "--actors", "ray", "--ray-address", "auto", "--logdir",
+                        str(tmp_path / "runs"), env=env)
+    assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stderr
+    assert result.stderr.startswith("python -m tfdqn.train: error: actors.ray_address 'auto': no Ray cluster answers "
+                                    "there (ConnectionError: ")
+    assert not list(tmp_path.glob("runs/*")) and not list(tmp_path.glob("tmp/ray/session_*"))  # no run, no Ray
 
 
 def test_actor_settings_are_checked_in_one_line(run_cmd, tmp_path):

@@ -11,7 +11,7 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import REPO, SMALL_CARTPOLE
+from tests.conftest import REPO, SMALL_CARTPOLE, wait_for_checkpoints
 
 
 def _session_processes(sid: int) -> list[psutil.Process]:
@@ -24,14 +24,6 @@ def _session_processes(sid: int) -> list[psutil.Process]:
         except (ProcessLookupError, PermissionError, psutil.NoSuchProcess):
             continue
     return found
-
-
-def _wait_for_checkpoints(process: subprocess.Popen, checkpoints, count: int, timeout: float = 240) -> None:
-    deadline = time.time() + timeout
-    while len(list(checkpoints.glob("ckpt-*.complete"))) < count:
-        assert process.poll() is None, f"the learner ended ({process.returncode}) before {count} checkpoints"
-        assert time.time() < deadline, f"no checkpoint within {timeout} s"
-        time.sleep(0.1)
 
 
 @pytest.mark.slow
@@ -47,7 +39,7 @@ def test_a_sigterm_to_the_whole_group_stops_the_run_with_its_checkpoint_and_no_r
                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, start_new_session=True)
     sid = learner.pid  # a session leader's id is its session's and its group's
     try:
-        _wait_for_checkpoints(learner, tmp_path / "a" / "checkpoints", count=2)
+        wait_for_checkpoints(learner, tmp_path / "a" / "checkpoints", count=2)
         time.sleep(2.0)  # the learner waits for the actors' next chunks
         os.killpg(sid, signal.SIGTERM)
         output, _ = learner.communicate(timeout=120)
@@ -93,7 +85,7 @@ def test_a_stop_request_wins_over_actors_that_died_with_it():
     collector, actors, _ = _collector(config, lambda: bool(stop))
     try:
         collector.collect()  # every actor started and answered once
-        pids = [actors.pid(i) for i in range(config.actors.count)]
+        pids = [actors.whereabouts(i)["pid"] for i in range(config.actors.count)]
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         psutil.wait_procs([psutil.Process(pid) for pid in pids], timeout=10)
@@ -116,7 +108,7 @@ def test_stuck_actors_ignore_sigterm_and_are_closed_together_within_one_deadline
     config = DQNConfig.for_env("CartPole", {"actors.kind": "process", "actors.count": 4, "env.step_delay_ms": 600_000})
     collector, actors, _ = _collector(config, lambda: False)
     collector._start(list(range(4)))
-    processes = [psutil.Process(actors.pid(i)) for i in range(4)]
+    processes = [psutil.Process(actors.whereabouts(i)["pid"]) for i in range(4)]
     _wait_until_stepping(processes)
     for process in processes:
         process.send_signal(signal.SIGTERM)  # as a group signal would: they ignore it

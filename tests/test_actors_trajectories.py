@@ -81,13 +81,17 @@ def test_the_replay_holds_the_actors_real_trajectories_across_stacks_episode_end
             if transitions.streams[0] == 0:
                 before, after = (before, after + 1) if collector.restarts else (before + 1, after)
                 if before == 40:  # it has sent chunks and steps its next one, mid-episode
-                    os.kill(actors.pid(0), signal.SIGKILL)
+                    os.kill(actors.whereabouts(0)["pid"], signal.SIGKILL)
             assert isinstance(transitions.frame, EncodedFrames) == (compression != "none")
             replay.add(transitions.frame, transitions.action, transitions.reward, transitions.terminated,
                        transitions.truncated, transitions.final_frame, transitions.streams)
             agent.counters.env_steps.assign_add(len(transitions.action))
             added.append(transitions._replace(frame=_decoded(transitions.frame, spec)))
         assert collector.restarts == 1
+        killed, other = collector.report()
+        assert killed["restarts"] == 1 and len(killed["lives"]) == 2 and killed["lost_chunks"] >= 1  # its request out
+        assert other["restarts"] == other["lost_chunks"] == 0
+        assert killed["env_steps"] + other["env_steps"] == sum(len(t.action) for t in added)  # lost ones not counted
     finally:
         collector.close()
     # The killed actor's streams (0 and 1) each had an episode cut; the other actor's streams none.

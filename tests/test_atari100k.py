@@ -156,7 +156,8 @@ def test_another_set_is_another_recipe_trained_and_recorded_apart(tmp_path):
 def test_runs_go_as_ray_tasks_on_a_cluster(tmp_path):
     import ray
 
-    cluster = ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
+    cluster = ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=2, include_dashboard=False,
+                       object_store_memory=100 * 2**20)
     try:
         record = tmp_path / "a.json"
         result = _atari100k(tmp_path, "--seeds", "0", "1", "--out", str(record), "--ray-address",

@@ -17,7 +17,7 @@ NOT_RECIPE = {"env.id", "env.kwargs", "env.action_mask", "env.mask_actions", "en
               *(f"compute.{key}" for key in ("act_jit_compile", "update_jit_compile", "act_device",
                                              "mixed_precision", "deterministic")),
               *(f"actors.{key}" for key in ("count", "envs_per_actor", "weight_sync_period", "chunk_steps",
-                                            "exploration", "ray_address", "cpus_per_actor")),
+                                            "exploration", "ray_address", "cpus_per_actor", "ray_placement_timeout")),
               "tracking.wandb", "tracking.wandb_project"}
 
 # Atari 100k as Dopamine runs it (DER.gin and DrQ_eps.gin alike; atari_lib.py, atari_100k_runner.py, dqn_agent.py).

@@ -9,7 +9,12 @@ printed its replay line. Kinds: `inline` (this process's envs, `run.num_envs` = 
 loop's thread acts and updates), `async` (the same with the learner in its own thread), `process` and
 `ray` (N actors of --envs-per-actor envs each; N from --actors). Inline kinds are measured once, with
 `actors` 0 in the table. `--step-delay-ms D` makes every env step wait D ms without using the CPU
-(`env.step_delay_ms`), as a simulator behind a socket would.
+(`env.step_delay_ms`), as a simulator behind a socket would. `--cluster-nodes K ...` measures `ray` again on a
+cluster of K worker nodes on this machine (`tools/local_cluster.py`: each node its own raylet and object store,
+the head with no CPUs for Ray), the learner joining it as on a real cluster's head; 0 is the run's own Ray. On
+one machine the nodes share its cores, so these rows measure what crossing between nodes costs (object
+transfers between stores, Ray's scheduling), not more cores. `bytes_per_env_step`: the payload bytes of the chunks
+the actors sent over the env steps the learner took from them (summary.json's `actors.per_actor`).
 
 Figures are steady-state: the per-window perf/ TensorBoard scalars of the summary windows that start
 at or after learning_starts, less the first --warmup-windows. `speedup` is env steps/s over the same
@@ -28,6 +33,7 @@ actors' weights and epsilon clock were when the learner took their chunks.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import pathlib
@@ -45,6 +51,7 @@ from tfdqn.atomic import write_json
 from tfdqn.bench.windows import steady_state, window_series
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow
 from tfdqn.errors import RunFailure, UserError
+from tools.local_cluster import hosted
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 KINDS = ("inline", "async", "process", "ray")
@@ -73,6 +80,11 @@ def build_parser() -> OneLineErrorParser:
                         help="env steps per summary window (default: 250 for Atari, 1000 otherwise)")
     parser.add_argument("--warmup-windows", type=number(int), default=1, metavar="W",
                         help="steady windows left out at the start (default 1)")
+    parser.add_argument("--cluster-nodes", type=number(int), nargs="+", default=[0], metavar="K",
+                        help="ray: worker nodes of a local cluster to run the actors on, one set of runs per K; 0: "
+                             "the run's own Ray (default 0)")
+    parser.add_argument("--cpus-per-node", type=number(float), default=2.0, metavar="C",
+                        help="CPUs each worker node of --cluster-nodes offers Ray (default 2)")
     parser.add_argument("--chunk-compression", nargs="*", default=["zstd"], metavar="CODEC",
                         help="replay.compression values whose actor chunks `pipe` also times (default zstd; "
                              "none and the runs' own are always timed)")
@@ -85,8 +97,11 @@ def build_parser() -> OneLineErrorParser:
     return parser
 
 
-def plan(args: argparse.Namespace) -> list[tuple[str, int]]:
-    """(kind, actors) in run order: the inline kinds once (0 actors), the others at each count."""
+def plan(args: argparse.Namespace, cluster_nodes: int = 0) -> list[tuple[str, int]]:
+    """(kind, actors) in run order: the inline kinds once (0 actors), the others at each count; on a cluster of
+    `cluster_nodes` worker nodes, ray's alone."""
+    if cluster_nodes:
+        return [("ray", n) for n in args.actors] if "ray" in args.kinds else []
     return [(kind, 0) for kind in args.kinds if kind in ("inline", "async")] + \
         [(kind, n) for n in args.actors for kind in args.kinds if kind in ("process", "ray")]
 
@@ -107,12 +122,18 @@ def command(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Pa
             "--run-name", name, *(a for item in items for a in ("--set", item))]
 
 
-def measure(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Path) -> dict:
-    """One run: start it, let it train --seconds after its replay line, stop it, read its steady windows."""
-    name = f"{kind}_{actors}"
-    process = subprocess.Popen(command(args, kind, actors, logdir, name), cwd=REPO, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+def measure(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Path,
+            cluster: dict | None = None) -> dict:
+    """One run: start it, let it train --seconds after its replay line, stop it, read its steady windows. With
+    `cluster` (a `tools.local_cluster.LocalCluster`), its Ray actors run on that cluster's worker nodes."""
+    nodes = len(cluster.workers) if cluster else 0
+    name = f"{kind}_{actors}_{nodes}"
+    run = command(args, kind, actors, logdir, name)
+    environment = {**(cluster.joining_environment() if cluster else os.environ), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    if cluster:
+        run += ["--set", f"actors.ray_address={cluster.address}"]
+    process = subprocess.Popen(run, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               env=environment)
     started = threading.Event()
     lines: list[str] = []
 
@@ -138,11 +159,22 @@ def measure(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Pa
                          f"or a smaller --log-every")
     row = {"kind": kind, "actors": actors, "env": summary["env_id"], "step_delay_ms": args.step_delay_ms,
            "envs_per_actor": args.envs_per_actor, "training_interval": summary["training_interval"],
-           "windows": len(windows["perf/env_steps_per_sec"]), "actor_restarts": summary["actors"].get("restarts", 0)}
+           "windows": len(windows["perf/env_steps_per_sec"]), "actor_restarts": summary["actors"].get("restarts", 0),
+           "cluster_nodes": nodes, **_per_actor_figures(summary["actors"].get("per_actor"))}
     row.update({column: round(float(np.mean(windows[tag])), 4) for tag, column in FIGURES.items() if tag in windows})
     row.setdefault("learner_busy_share", 0.0)  # no update ran in a steady window
     row.setdefault("loop_wait_share", 0.0)  # the loop never waited (inline)
     return row
+
+
+def _per_actor_figures(per_actor: list | None) -> dict:
+    """Payload bytes per env step over all actors, and how many nodes they ran on (Ray only)."""
+    if not per_actor:
+        return {}
+    steps = sum(actor["env_steps"] for actor in per_actor)
+    nodes = {life["node"] for actor in per_actor for life in actor["lives"] if "node" in life}
+    return {"bytes_per_env_step": round(sum(actor["bytes_sent"] for actor in per_actor) / max(steps, 1), 1),
+            **({"nodes_used": len(nodes)} if nodes else {})}
 
 
 def _echo_chunks(conn, chunk: dict, count: int) -> None:
@@ -209,7 +241,9 @@ def ray_object_cost(chunks: dict, rounds: int = 50) -> dict:
     of a call and `ray.get`."""
     import ray
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from tfdqn.actors.ray_actors import start_local_ray
+
+    start_local_ray(ray, num_cpus=2)
     try:
         costs = {}
         for codec, chunk in chunks.items():
@@ -231,22 +265,27 @@ def ray_object_cost(chunks: dict, rounds: int = 50) -> dict:
 
 
 def add_speedups(rows: list[dict]) -> None:
-    """env steps/s over the same kind's fewest actors measured."""
+    """env steps/s over the same kind's (on as many cluster nodes) fewest actors measured."""
     for row in rows:
-        base = min((r for r in rows if r["kind"] == row["kind"]), key=lambda r: r["actors"])
+        base = min((r for r in rows if (r["kind"], r["cluster_nodes"]) == (row["kind"], row["cluster_nodes"])),
+                   key=lambda r: r["actors"])
         row["speedup"] = round(row["env_steps_per_sec"] / base["env_steps_per_sec"], 3)
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| kind | actors | env steps/s | updates/s | learner busy | loop waits | CPU | speedup |",
-             "|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['kind']} | {r['actors']} | {r['env_steps_per_sec']:.0f} | {r['updates_per_sec']:.0f} | "
-              f"{r['learner_busy_share']:.2f} | {r['loop_wait_share']:.2f} | {r.get('cpu_util', float('nan')):.2f} | "
-              f"{r['speedup']:.2f}x |" for r in rows]
+    lines = ["| kind | cluster nodes | actors | env steps/s | updates/s | learner busy | loop waits | CPU | "
+             "bytes/env step | policy lag (updates) | speedup |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['kind']} | {r['cluster_nodes'] or '-'} | {r['actors']} | {r['env_steps_per_sec']:.0f} | "
+              f"{r['updates_per_sec']:.0f} | {r['learner_busy_share']:.2f} | {r['loop_wait_share']:.2f} | "
+              f"{r.get('cpu_util', float('nan')):.2f} | {r.get('bytes_per_env_step', float('nan')):.0f} | "
+              f"{r.get('policy_lag_updates', float('nan')):.1f} | {r['speedup']:.2f}x |" for r in rows]
     return "\n".join(lines)
 
 
 def _main(args: argparse.Namespace) -> int:
+    if min(args.cluster_nodes) < 0 or args.cpus_per_node <= 0:
+        raise UserError(f"--cluster-nodes {args.cluster_nodes} / --cpus-per-node {args.cpus_per_node:g}: allowed: "
+                        f"nodes >= 0 (0: the run's own Ray) and CPUs > 0")
     if args.seconds <= 0 or min(args.actors) < 1 or args.envs_per_actor < 1:
         raise UserError("--seconds, --actors and --envs-per-actor must be positive; allowed: e.g. --seconds 30 "
                         "--actors 1 4 --envs-per-actor 1")
@@ -269,9 +308,12 @@ def _main(args: argparse.Namespace) -> int:
               f"{cost['round_trip_ms']:.2f} ms per call and get", flush=True)
     rows = []
     with tempfile.TemporaryDirectory() as logdir:
-        for kind, actors in ([] if args.chunks_only else plan(args)):
-            rows.append(measure(args, kind, actors, pathlib.Path(logdir)))
-            print(json.dumps(rows[-1]), flush=True)
+        for nodes in ([] if args.chunks_only else args.cluster_nodes):
+            with (hosted(pathlib.Path(logdir) / f"cluster-{nodes}.log", nodes, args.cpus_per_node) if nodes
+                  else contextlib.nullcontext()) as cluster:
+                for kind, actors in plan(args, nodes):
+                    rows.append(measure(args, kind, actors, pathlib.Path(logdir), cluster))
+                    print(json.dumps(rows[-1]), flush=True)
     add_speedups(rows)
     if rows:
         print(table(rows))

@@ -20,8 +20,12 @@ Its epsilon clock starts where the run's env step counter will be when the learn
 counter now plus every step asked for before it), so each transition's epsilon is the one the
 in-process collector would use. `metrics()` reports both lags' means over the chunks taken in a summary window.
 
-An actor that dies is restarted once, with a new seed, its unfinished episodes cut as truncations; a
-second death, or an error in its own code, stops the run in one line. A stop request (SIGINT, SIGTERM)
+An actor that dies is restarted once, with a new seed, its unfinished episodes cut as truncations, and what
+it had in flight (its request out, a chunk it sent that the learner had not taken yet) dropped and counted as
+lost, never added; Ray places the new actor where CPUs are free, so on a cluster it comes back on a surviving
+node when its own died. A second death, or an error in its own code, stops the run in one line. `report()`
+says per actor where each of its lives ran, the env steps taken from it, the bytes its chunks brought and
+the chunks lost with it (summary.json's `actors.per_actor`). A stop request (SIGINT, SIGTERM)
 wins over deaths and errors: a group signal takes the actors down with the learner, which then stops
 with its checkpoint instead of restarting them.
 """
@@ -62,6 +66,10 @@ class RemoteCollector:
         self._frames = np.zeros((self.num_envs, *spec.frame_shape), spec.frame_dtype)  # each stream's next frame
         self._taken = [None] * self._count  # each actor's last (chunk, step) taken since its next frames were set
         self._restarts = [0] * self._count
+        self._lost = [0] * self._count  # chunks dropped with a dead actor
+        self._env_steps = [0] * self._count  # env steps taken from each actor
+        self._bytes = [0] * self._count  # payload bytes of the chunks each actor sent
+        self._past_lives: list[list[dict]] = [[] for _ in range(self._count)]  # dead lives' whereabouts
         self._version, self._published, self._published_updates = None, None, 0  # updates // period, handle, updates
         self._sent = [None] * self._count  # the weight version each actor has
         self._asked = [0] * self._count  # each actor's requests not answered yet
@@ -121,6 +129,7 @@ class RemoteCollector:
             self._timer.add("wait", started)
         chunk, t = self._chunk, self._t
         self._t += 1
+        self._env_steps[chunk.actor] += self._per_actor
         streams = self._streams(chunk.actor)
         self._taken[chunk.actor] = chunk, t
         final_frame = _final_frames(chunk, t)
@@ -146,6 +155,7 @@ class RemoteCollector:
             if isinstance(result, ActorDied):
                 self._replace(index, result.how)
                 continue
+            self._bytes[index] += result.payload_bytes
             self._chunk, self._t = result, 0
             self._record_lag(result)
             self._request(index)
@@ -179,9 +189,13 @@ class RemoteCollector:
         return self._frames[streams]
 
     def _replace(self, index: int, how: str) -> None:
-        """Restart a dead actor once, its streams' unfinished episodes cut as truncations."""
+        """Restart a dead actor once, its streams' unfinished episodes cut as truncations and what it had in
+        flight dropped: the request that found it dead, any other still out, and chunks not taken yet."""
         pid = self._pid(index)
+        self._past_lives[index].append(self._actors.whereabouts(index))
         self._actors.stop(index)
+        unread = [result for i, result in self._ready if i == index]
+        self._lost[index] += 1 + self._asked[index] + sum(not isinstance(r, (ActorError, ActorDied)) for r in unread)
         if self._restarts[index]:
             raise ActorFailure(f"actor {index} ({pid}) {how} after its one restart")
         streams = self._streams(index)
@@ -194,8 +208,21 @@ class RemoteCollector:
 
     def _pid(self, index: int) -> str:
         """`pid 4242`, or `pid unknown` for a Ray actor that died before it ever answered."""
-        pid = self._actors.pid(index)
+        pid = self._actors.whereabouts(index).get("pid")
         return f"pid {pid}" if pid is not None else "pid unknown"
+
+    @property
+    def lost_chunks(self) -> int:
+        return sum(self._lost)
+
+    def report(self) -> list[dict]:
+        """Per actor: where each of its lives ran (pid, and the Ray node id on Ray), the env steps the learner
+        took from it, the payload bytes of the chunks it sent, the chunks lost with it and its restarts."""
+        lives = [self._past_lives[index] + ([self._actors.whereabouts(index)] if self._started else [])
+                 for index in range(self._count)]
+        return [{"actor": index, "lives": lives[index], "env_steps": self._env_steps[index],
+                 "bytes_sent": self._bytes[index], "lost_chunks": self._lost[index], "restarts": self._restarts[index]}
+                for index in range(self._count)]
 
     def state(self) -> CollectorState:
         """The streams' next frames: actors' envs live elsewhere, so a resumed run starts new games."""

@@ -89,8 +89,9 @@ class ProcessActors:
         theirs.close()  # only the actor holds its end: the learner's death closes the pipe for it
         self._processes[index], self._pipes[index] = process, mine
 
-    def pid(self, index: int) -> int:
-        return self._processes[index].pid
+    def whereabouts(self, index: int) -> dict:
+        """The actor's process id (on this machine, so no node)."""
+        return {"pid": self._processes[index].pid}
 
     def publish(self, weights: list) -> list:
         """What a request carries to hand the actors new weights: here the arrays themselves."""

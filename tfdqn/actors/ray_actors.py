@@ -5,9 +5,13 @@ object), and `ray.wait` on the outstanding chunk requests. Each actor has one re
 processes do: it is asked for its next chunk when the learner takes its last one, so a chunk acts on
 weights and an epsilon clock at most one round of chunks old when the learner takes it (two requests
 out would double that lag). `actors.ray_address` joins a running cluster (`auto`: the one this machine
-joined with `ray start`); empty starts Ray here, with a small object store and without the task events
-and metrics that only Ray's dashboard reads (they cost CPU on every call), and shuts it down again at the
-end. Needs the `ray` extra (`pip install tfdqn[ray]`).
+joined with `ray start`) and never starts one; empty starts a Ray of the run's own here, on 127.0.0.1, with a
+small object store and without the task events and metrics that only Ray's dashboard reads (they cost CPU
+on every call), and shuts it down again at the end. That Ray never joins a cluster already running on the
+machine, whatever `RAY_ADDRESS` or the address file an earlier cluster left in Ray's temp folder says
+(`ray.init` would connect to those). Actors are spread over the cluster's nodes (Ray's SPREAD strategy), each
+where its CPUs are free; `summary.json` lists the node each actor ran on. Needs the `ray` extra
+(`pip install tfdqn[ray]`).
 
 The Ray processes a learner starts share its process group, so a SIGTERM to the group (a terminal's job
 control, `timeout`, a batch scheduler's cancel) would reach them too, and a raylet that dies first takes the
@@ -24,9 +28,10 @@ import contextlib
 import logging
 import os
 import signal
+import time
 
 from tfdqn.actors.transport import ActorDied, ActorError
-from tfdqn.errors import one_line
+from tfdqn.errors import UserError, one_line
 from tfdqn.extras import require
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # chunks are small and short-lived; Ray's default takes 30% of memory
@@ -38,6 +43,24 @@ def _import_ray():
     import ray
 
     return ray
+
+
+def join_cluster(ray, address: str, named: str) -> None:
+    """Join the running cluster at `address`, never starting one; where none answers, one line naming `named`, the
+    option that gave the address."""
+    try:
+        ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
+    except (ConnectionError, RuntimeError, ValueError) as error:
+        raise UserError(f"{named} {address!r}: no Ray cluster answers there ({one_line(error)}); allowed: the "
+                        f"address `ray start --head` printed, or auto") from None
+
+
+def start_local_ray(ray, num_cpus: int) -> None:
+    """A Ray of this process's own, on 127.0.0.1, that joins no running cluster (the module docstring)."""
+    with _sigterm_blocked():  # the module docstring says why
+        ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=num_cpus,
+                 object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False, logging_level=logging.ERROR,
+                 log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG)
 
 
 @contextlib.contextmanager
@@ -62,34 +85,35 @@ class RayActors:
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             if actors.ray_address:
-                ray.init(address=actors.ray_address, logging_level=logging.ERROR, log_to_driver=False)
+                join_cluster(ray, actors.ray_address, "actors.ray_address")
             else:  # the local scheduler must fit every actor's reservation, whatever the core count
-                cpus = max(os.cpu_count() or 1, int(-(-actors.count * actors.cpus_per_actor // 1)))
-                with _sigterm_blocked():  # the module docstring says why
-                    ray.init(num_cpus=cpus, object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False,
-                             logging_level=logging.ERROR, log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG)
-        from tfdqn.actors.worker import ActorWorker
+                start_local_ray(ray, max(os.cpu_count() or 1, int(-(-actors.count * actors.cpus_per_actor // 1))))
+        from tfdqn.actors.ray_worker import RayActorWorker
 
         self._config = config
-        self._class = ray.remote(ActorWorker).options(num_cpus=actors.cpus_per_actor, max_restarts=0)
+        self._class = ray.remote(RayActorWorker).options(num_cpus=actors.cpus_per_actor, max_restarts=0,
+                                                          scheduling_strategy="SPREAD")
+        self._cpus, self._placement_timeout = actors.cpus_per_actor, actors.ray_placement_timeout
         self._handles: dict = {}
-        self._pids: dict[int, int] = {}
+        self._whereabouts: dict = {}  # actor index -> {"pid", "node"}, or an ObjectRef until read
+        self._started_at: dict[int, float] = {}  # actor index -> when it was started (time.monotonic)
         self._pending: dict[int, collections.deque] = {}  # actor index -> its requests' ObjectRefs, oldest first
 
     def start(self, index: int, seed: int) -> None:
         handle = self._class.remote(self._config, index, seed)
         self._handles[index] = handle
-        self._pids[index] = handle.pid.remote()  # an ObjectRef until `pid` reads it
+        self._whereabouts[index] = handle.whereabouts.remote()
+        self._started_at[index] = time.monotonic()
 
-    def pid(self, index: int) -> int | None:
-        """The actor's process id, or None where its process never answered."""
-        pid = self._pids.get(index)
-        if pid is not None and not isinstance(pid, int):
+    def whereabouts(self, index: int) -> dict:
+        """The actor's process id and Ray node id; {} where its process never answered."""
+        where = self._whereabouts.get(index, {})
+        if not isinstance(where, dict):
             try:
-                pid = self._pids[index] = self._ray.get(pid, timeout=10)
+                where = self._whereabouts[index] = self._ray.get(where, timeout=10)
             except self._ray.exceptions.RayError:
-                return None
-        return pid
+                return {}
+        return where
 
     def publish(self, weights: list):
         """One object in Ray's store that every actor's next request reads."""
@@ -104,13 +128,29 @@ class RayActors:
         ray = self._ray
         oldest = {queue[0]: index for index, queue in self._pending.items() if queue}
         ready, _ = ray.wait(list(oldest), num_returns=1, timeout=timeout)
-        results = []
+        results = self._unplaced()
         for ref in ready:
             index = oldest[ref]
             self._pending[index].popleft()
             results.append((index, self._result(ref)))
-            self.pid(index)  # read while the actor answers: a dead actor's pid can no longer be asked
+            self.whereabouts(index)  # read while the actor answers: a dead actor can no longer be asked
         return results
+
+    def _unplaced(self) -> list[tuple[int, ActorError]]:
+        """Actors Ray has not placed `actors.ray_placement_timeout` s after their start: no node had their CPUs free
+        (the nodes that had them are gone), or their process did not come up."""
+        now = time.monotonic()
+        late = {self._whereabouts[index]: index for index, started in self._started_at.items()
+                if not isinstance(self._whereabouts.get(index, {}), dict) and now - started > self._placement_timeout}
+        if not late:
+            return []
+        running, _ = self._ray.wait(list(late), num_returns=len(late), timeout=0)
+        for ref in running:
+            self.whereabouts(late[ref])
+        return [(index, ActorError(f"not running {self._placement_timeout:g} s after its start "
+                                   f"(actors.ray_placement_timeout): no node of the cluster has "
+                                   f"actors.cpus_per_actor = {self._cpus:g} CPUs free for it"))
+                for ref, index in late.items() if ref not in running]
 
     def _result(self, ref):
         """The chunk, or what became of the actor: an error in its own code, or its death."""
@@ -118,8 +158,6 @@ class RayActors:
         try:
             return self._ray.get(ref)
         except errors.RayActorError as error:
-            if getattr(error, "actor_init_failed", False):  # its __init__ raised: the env or network is bad
-                return ActorError(one_line(error))
             return ActorDied("died (its process ended)" if isinstance(error, errors.ActorDiedError)
                              else "became unreachable")
         except errors.RayTaskError as error:
@@ -130,7 +168,8 @@ class RayActors:
     def stop(self, index: int) -> None:
         """Stop one actor (it failed) and forget its outstanding requests."""
         self._ray.kill(self._handles.pop(index))
-        self._pids.pop(index, None)
+        self._whereabouts.pop(index, None)
+        self._started_at.pop(index, None)
         self._pending.pop(index, None)
 
     def close(self) -> None:

@@ -14,7 +14,6 @@ set, so importing this module stays cheap for the learner and for Ray's driver.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 from typing import NamedTuple
 
@@ -49,6 +48,12 @@ class Chunk(NamedTuple):
     @property
     def steps(self) -> int:
         return len(self.action)
+
+    @property
+    def payload_bytes(self) -> int:
+        """The bytes of its arrays and frame codes: what crosses from the actor to the learner, less framing."""
+        return sum(field.nbytes if isinstance(field, np.ndarray) else sum(map(len, field.codes.ravel()))
+                   for field in self if isinstance(field, (np.ndarray, EncodedFrames)))
 
 
 def start_tensorflow() -> None:
@@ -95,9 +100,6 @@ class ActorWorker:
         self._frame = np.zeros((self._steps, m, *spec.frame_shape), spec.frame_dtype)
         frame_bytes = self._frame[0, 0].nbytes
         self._codec = make_codec(config.replay.compression, frame_bytes) if config.replay.compression != "none" else None
-
-    def pid(self) -> int:
-        return os.getpid()
 
     def collect(self, weights: list | None, weights_updates: int, env_steps: int) -> Chunk:
         """Set the weights where new ones came (read at learner update `weights_updates`), set the

@@ -27,7 +27,8 @@ ADDED_KEYS = {"exploration.epsilon_delay_steps": 0, "network.conv_padding": "val
               "learner.munchausen_tau": 0.03, "learner.munchausen_alpha": 0.9, "learner.munchausen_clip": -1.0,
               "learner.num_tau_samples": 64, "learner.num_tau_prime_samples": 64, "learner.num_quantile_samples": 32,
               "learner.quantile_embedding_dim": 64, "network.noise_refresh": "call", "run.confirm_episodes": 0,
-              "env.max_episode_steps": 27_000}  # every recorded env has a time limit of its own or short games
+              "env.max_episode_steps": 27_000,  # every recorded env has a time limit of its own or short games
+              "actors.ray_placement_timeout": 300.0}
 # Keys that change how a run stores or checks its data, never what it trains: the same seed gives the same run bit
 # for bit (tests/test_atari.py holds replay.compression to it, tests/test_replay_audit.py replay.audit). Left out of
 # every hash, so such runs share a record.

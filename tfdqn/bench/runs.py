@@ -5,7 +5,10 @@ A run's folder is named by its RunKey and checked against it before anything is 
 its checkpoint, and one whose process was killed (the OOM killer, a lost node) is resumed once more at once. Each
 process's TensorFlow thread pools are sized to its share of the CPUs (`--cpus-per-run`), so no `taskset` is
 needed. The benchmark records each run as it ends, from the figures `collect` takes from its folder where it
-trained (on a cluster, the node's own filesystem).
+trained. On a cluster the run folders must live on a filesystem every node mounts at the same path (a run may
+resume on another node than the one it started on): a task on each node looks for a file written here before
+any run starts, and a node that cannot see it stops the benchmark in one line. A run's process dies with the Ray
+worker that started it, so a retried task never finds the folder held by an orphan of its node.
 """
 
 from __future__ import annotations
@@ -13,9 +16,9 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import datetime
-import logging
 import os
 import pathlib
+import secrets
 import signal
 import socket
 import statistics
@@ -30,6 +33,7 @@ from tfdqn.errors import UserError, one_line
 from tfdqn.extras import require
 from tfdqn.run.markers import complete_steps
 from tfdqn.run.run_dir import finished_summary, read_summary
+from tfdqn.tuning.parent_death import child_environment
 
 THREAD_VARIABLES = ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS", "OMP_NUM_THREADS")
 KILLED_RETRIES = 1  # a run whose process a signal killed is resumed this many times before it counts as failed
@@ -71,10 +75,13 @@ def train_command(run_dir: pathlib.Path, arguments: tuple[str, ...]) -> tuple[li
     return [*train, "--logdir", str(run_dir.parent), "--run-name", run_dir.name, *arguments], "new"
 
 
-def thread_environment(cpus: float) -> dict:
-    """This process's environment with TensorFlow's and OpenMP's thread pools sized to `cpus`."""
+def thread_environment(cpus: float, die_with_parent: bool = False) -> dict:
+    """This process's environment with TensorFlow's and OpenMP's thread pools sized to `cpus`; with
+    `die_with_parent`, the run's process dies with this one (`tfdqn.tuning.parent_death`). Only a Ray task asks
+    for it: here runs start from a pool's threads, and Linux's parent-death signal follows the thread."""
     threads = str(max(1, int(cpus)))
-    return {**os.environ, **dict.fromkeys(THREAD_VARIABLES, threads), "TF_CPP_MIN_LOG_LEVEL": "2"}
+    base = child_environment() if die_with_parent else os.environ
+    return {**base, **dict.fromkeys(THREAD_VARIABLES, threads), "TF_CPP_MIN_LOG_LEVEL": "2"}
 
 
 _live: set[subprocess.Popen] = set()  # this process's training runs, told to stop when the sweep is interrupted
@@ -93,9 +100,9 @@ def _run_process(command: list[str], log: pathlib.Path, environment: dict) -> in
                 _live.discard(process)
 
 
-def train_to_end(planned: PlannedRun, cpus: float, collect) -> dict:
+def train_to_end(planned: PlannedRun, cpus: float, collect, on_ray: bool = False) -> dict:
     """Train (or resume) the run to its end unless it ended already; its outcome with `collect(run_dir, key)`'s
-    figures. Runs in a worker thread here or as a Ray task on a cluster node."""
+    figures. Runs in a worker thread here or as a Ray task on a cluster node (`on_ray`)."""
     run_dir = planned.run_dir
     check_folder(run_dir, planned.key)
     starts, stretches, code, began = [], [], 0, time.time()
@@ -107,7 +114,7 @@ def train_to_end(planned: PlannedRun, cpus: float, collect) -> dict:
             starts.append(start)
             stretches.append(stretch(start))
             print(f"{planned.what}: {start}, log {log}\n", end="", flush=True)  # one write: runs start in threads
-            code = _run_process(command, log, thread_environment(cpus))
+            code = _run_process(command, log, thread_environment(cpus, die_with_parent=on_ray))
             if code >= 0:  # an exit of its own (0, or a one-line error); negative: a signal killed it
                 break
         check_folder(run_dir, planned.key)  # the run trained the recipe it is recorded as
@@ -228,20 +235,21 @@ def _run_on_ray(planned, placement: Placement, collect, on_finished, recorded_se
     worker died is retried by Ray and resumes from the run's checkpoint where the new node reaches its folder."""
     import ray
 
+    from tfdqn.actors.ray_actors import join_cluster
+
     started = not ray.is_initialized()
     if started:
-        try:
-            ray.init(address=placement.ray_address, logging_level=logging.ERROR, log_to_driver=False)
-        except (ConnectionError, RuntimeError, ValueError) as error:
-            raise UserError(f"--ray-address {placement.ray_address!r}: no Ray cluster answers there "
-                            f"({one_line(error)}); allowed: the address `ray start --head` printed, or auto") from None
+        join_cluster(ray, placement.ray_address, "--ray-address")
     try:
+        for folder in sorted({run.run_dir.parent.resolve() for run in planned}):
+            _check_every_node_sees(ray, folder)
         cluster_cpus = ray.cluster_resources().get("CPU", 1)
         at_once = max(1, int(cluster_cpus // placement.cpus_per_run))
         print(estimate_line(len(planned), min(at_once, len(planned)) or 1, recorded_seconds), flush=True)
         task = ray.remote(train_to_end).options(num_cpus=placement.cpus_per_run, num_gpus=placement.gpus_per_run,
                                                 max_retries=KILLED_RETRIES)
-        pending = {task.remote(run, placement.cpus_per_run, collect): run for run in planned}
+        pending = {task.remote(dataclasses.replace(run, run_dir=run.run_dir.resolve()), placement.cpus_per_run,
+                               collect, on_ray=True): run for run in planned}
         failed = 0
         while pending:
             (ready,), _ = ray.wait(list(pending), num_returns=1)
@@ -256,3 +264,30 @@ def _run_on_ray(planned, placement: Placement, collect, on_finished, recorded_se
         if started:
             ray.shutdown()
 
+
+
+def _sees(path: str) -> bool:
+    return os.path.exists(path)
+
+
+def _check_every_node_sees(ray, folder: pathlib.Path) -> None:
+    """A file written in `folder` here, looked for by a task pinned to each node with CPUs; a node that cannot see
+    it stops the benchmark in one line (the module docstring says why)."""
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = folder / f".tfdqn-probe-{secrets.token_hex(8)}"
+    probe.write_bytes(b"")
+    try:
+        nodes = [node for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU", 0) > 0]
+        look = ray.remote(_sees)
+        looks = {look.options(num_cpus=0,  # it runs beside a node's busy CPUs
+                              scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False))
+                 .remote(str(probe)): node for node in nodes}
+        blind = [node for ref, node in looks.items() if not ray.get(ref)]
+    finally:
+        probe.unlink()
+    if blind:
+        names = ", ".join(f"{node['NodeManagerAddress']} (node {node['NodeID'][:12]})" for node in blind)
+        raise UserError(f"--logdir {folder}: {len(blind)} of the cluster's {len(nodes)} nodes with CPUs cannot see "
+                        f"it: {names}; allowed: a folder every node mounts at the same path (NFS, EFS, ...)")

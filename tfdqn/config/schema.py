@@ -373,6 +373,10 @@ class ActorsConfig:
     cpus_per_actor: float = _field(1.0, "ray: CPUs the Ray scheduler reserves per actor (spreads actors over a "
                                         "cluster)",
                                    allowed=POSITIVE)
+    ray_placement_timeout: float = _field(300.0, "ray: seconds a started actor may wait for a node with "
+                                                 "cpus_per_actor CPUs free (a cluster's autoscaler may be adding "
+                                                 "one); then the run stops in one line, its checkpoint kept",
+                                          allowed=POSITIVE)
 
 
 @dataclasses.dataclass(frozen=True)

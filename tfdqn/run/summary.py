@@ -37,7 +37,9 @@ def summarize(run, env_steps: int) -> dict:
         "async_learner": config.async_learner,
         "actors": {"kind": run.config.actors.kind, **({"count": run.config.actors.count,
                                                         "envs_per_actor": run.config.actors.envs_per_actor,
-                                                        "restarts": run.collector.restarts}
+                                                        "restarts": run.collector.restarts,
+                                                        "lost_chunks": run.collector.lost_chunks,
+                                                        "per_actor": run.collector.report()}
                                                        if run.config.actors.kind != "inline" else {})},
         "episodes": run.episodes.count,
         **({"resumed_from_env_steps": run.resumed_from} if run.resumed_from is not None else {}),

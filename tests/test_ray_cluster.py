@@ -1,0 +1,216 @@
+"""Actors and benchmark runs on a real multi-node Ray cluster on this machine: a head with no CPUs for Ray and two
+worker nodes, each its own raylet and object store, all on 127.0.0.1, with token authentication
+(tools/local_cluster.py). The learner is a `tfdqn train` process that joins it, as on a cluster it runs on the
+head. The tests share one cluster; one that kills a node adds a new one after it."""
+
+import collections
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from tests.conftest import REPO, TINY, run_module, wait_for_checkpoints
+from tools.local_cluster import hosted
+
+pytestmark = pytest.mark.slow
+
+SWEEP = ["atari100k", "--preset", "drq_eps", "--games", "Pong", "--seeds", "0", "--reps", "200",
+         "--set=run.total_steps=340", "--set=run.learning_starts=300", "--set=replay.capacity=1000",
+         "--set=run.final_eval_episodes=2", "--set=env.max_episode_frames=2000", "--cpus-per-run", "2"]
+CARTPOLE_TO_475 = ["--env", "CartPole", "--actors", "ray", "--set", "actors.count=4", "--set", "actors.chunk_steps=32",
+                   "--total-steps", "30000", "--set", "run.target_return=475", "--set", "run.eval_every=1000",
+                   "--set", "run.eval_episodes=5", "--set", "run.final_eval_episodes=10", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The cluster the module's tests share (tools.local_cluster.LocalCluster)."""
+    pytest.importorskip("ray")
+    with hosted(tmp_path_factory.mktemp("cluster") / "cluster.log") as running:
+        yield running
+
+
+@contextlib.contextmanager
+def _replaced_after(cluster):
+    """A test that kills nodes in it leaves the cluster with as many workers as before."""
+    count = len(cluster.workers)
+    try:
+        yield
+    finally:
+        while len(cluster.workers) < count:
+            cluster.add_worker()
+
+
+def _learner(cluster, run_dir, *args: str) -> subprocess.Popen:
+    """`tfdqn train` joining the cluster, its output in files of the run's parent folder."""
+    out = open(run_dir.parent / f"{run_dir.name}.out", "w")
+    err = open(run_dir.parent / f"{run_dir.name}.err", "w")
+    return subprocess.Popen([sys.executable, "-m", "tfdqn.train", *args, "--set",
+                             f"actors.ray_address={cluster.address}", "--logdir", str(run_dir.parent),
+                             "--run-name", run_dir.name], cwd=REPO, stdout=out, stderr=err,
+                            env=cluster.joining_environment())
+
+
+def _alive_nodes(cluster) -> set:
+    probe = ("import json, sys, ray; ray.init(address=sys.argv[1], logging_level='ERROR'); "
+             "print(json.dumps([n['NodeID'] for n in ray.nodes() if n['Alive']]))")
+    result = subprocess.run([sys.executable, "-c", probe, cluster.address], capture_output=True, text=True,
+                            timeout=120, env=cluster.joining_environment())
+    assert result.returncode == 0, result.stderr
+    return set(json.loads(result.stdout.splitlines()[-1]))
+
+
+def _nodes_of(summary: dict) -> list:
+    return [life.get("node") for actor in summary["actors"]["per_actor"] for life in actor["lives"]]
+
+
+def test_four_actors_spread_over_the_worker_nodes_a_killed_learner_resumes_and_the_product_reaches_475(cluster,
+                                                                                                   tmp_path):
+    """The learner is killed by SIGKILL after two checkpoints (Ray ends its actors with it); `--resume` on the head
+    creates new ones on the workers and the run finishes."""
+    run_dir = tmp_path / "a"
+    learner = _learner(cluster, run_dir, *CARTPOLE_TO_475, "--checkpoint-every", "500")
+    wait_for_checkpoints(learner, run_dir / "checkpoints", count=2)
+    learner.send_signal(signal.SIGKILL)
+    learner.wait(timeout=60)
+    resumed = run_module("tfdqn.train", "--resume", str(run_dir), "--quiet", timeout=900,
+                         env=cluster.joining_environment())
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["resumed_from_env_steps"] >= 1000
+    workers = {worker["node_id"] for worker in cluster.workers}
+    assert collections.Counter(_nodes_of(summary)) == {node: 2 for node in workers}  # none on the head
+    per_actor = summary["actors"]["per_actor"]
+    assert sum(actor["env_steps"] for actor in per_actor) == summary["env_steps"] - summary["resumed_from_env_steps"]
+    assert all(actor["bytes_sent"] >= 16 * actor["env_steps"] > 0 for actor in per_actor)  # 4 float32 a frame
+    assert summary["actors"]["restarts"] == summary["actors"]["lost_chunks"] == 0
+    assert summary["final_eval_return_mean"] >= 475, summary["final_eval_return_mean"]
+
+
+def test_a_run_that_starts_its_own_ray_never_joins_the_cluster_running_here(cluster, tmp_path):
+    """`ray.init()` would join the cluster RAY_ADDRESS names (or the one Ray's temp folder last recorded)."""
+    result = run_module("tfdqn.train", *TINY, "--actors", "ray", "--set", "actors.cpus_per_actor=0.5", "--logdir",
+                        str(tmp_path), "--run-name", "a", env={**os.environ, "RAY_ADDRESS": cluster.address})
+    assert result.returncode == 0, result.stderr
+    nodes = _nodes_of(json.loads((tmp_path / "a" / "summary.json").read_text()))
+    assert len(set(nodes)) == 1 and not set(nodes) & _alive_nodes(cluster)
+
+
+def test_a_node_without_the_clusters_token_cannot_join(cluster, tmp_path):
+    """A worker node started without a token (and none in its home folder), and one with another token, side by
+    side: the cluster refuses both (Ray's InvalidAuthToken), and neither leaves a process."""
+    bare = {key: value for key, value in os.environ.items() if not key.startswith("RAY_")}
+    bare["HOME"] = str(tmp_path)  # where Ray would look for ~/.ray/auth_token
+    before = _alive_nodes(cluster)
+    joins = [subprocess.Popen([sys.executable, "-m", "tools.local_cluster", "--join", cluster.address,
+                               "--cpus-per-worker", "1"], cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+             for env in (bare, {**bare, "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "0" * 64})]
+    for join in joins:
+        out, err = join.communicate(timeout=180)
+        assert join.returncode == 2 and out == "", out
+        assert err.splitlines()[-1].startswith(f"python -m tools.local_cluster: could not join {cluster.address}: ")
+        assert "InvalidAuthToken" in err.splitlines()[-1], err[-2000:]
+    assert _alive_nodes(cluster) == before and len(before) == 3
+    assert not [p.pid for p in psutil.process_iter() if _home(p) == str(tmp_path)]  # the refused nodes left nothing
+
+
+def _home(process: psutil.Process) -> str | None:
+    try:
+        return process.environ().get("HOME")
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def test_a_worker_node_lost_mid_run_its_actor_comes_back_on_the_other_and_nothing_is_counted_twice(cluster,
+                                                                                                      tmp_path):
+    """Two actors, one per worker node; the raylet and workers of one actor's node are killed by SIGKILL once the
+    run has checkpointed twice. The audit checks every trained batch against what was written."""
+    run_dir = tmp_path / "a"
+    with _replaced_after(cluster):
+        learner = _learner(cluster, run_dir, *CARTPOLE_TO_475, "--set", "actors.count=2", "--checkpoint-every",
+                           "500", "--set", "replay.audit=true")
+        wait_for_checkpoints(learner, run_dir / "checkpoints", count=2)
+        lost = _node_running(cluster, "RayActorWorker")
+        kept = next(node for node in cluster.workers if node is not lost)
+        cluster.kill(lost)
+        assert learner.wait(timeout=900) == 0, (tmp_path / "a.err").read_text()[-3000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["actors"]["restarts"] == 1 and summary["actors"]["lost_chunks"] >= 1
+    moved = [actor for actor in summary["actors"]["per_actor"] if actor["restarts"]]
+    assert [[life["node"] for life in actor["lives"]] for actor in moved] == [[lost["node_id"], kept["node_id"]]]
+    assert moved[0]["lost_chunks"] == summary["actors"]["lost_chunks"]
+    assert sum(actor["env_steps"] for actor in summary["actors"]["per_actor"]) == summary["env_steps"]
+    assert summary["replay_audit_checked"] > 0  # every batch as the actors wrote it: no chunk added twice
+    assert "restarting it" in (tmp_path / "a.out").read_text()
+    assert summary["final_eval_return_mean"] >= 475, summary["final_eval_return_mean"]
+
+
+def test_with_no_node_left_for_actors_the_run_stops_in_one_line_with_its_checkpoint(cluster, tmp_path):
+    """Two actors of 2 CPUs fill both worker nodes; the one whose node is lost has nowhere to go."""
+    run_dir = tmp_path / "a"
+    with _replaced_after(cluster):
+        learner = _learner(cluster, run_dir, *CARTPOLE_TO_475, "--set", "actors.count=2", "--set",
+                           "actors.cpus_per_actor=2", "--checkpoint-every", "500", "--set",
+                           "actors.ray_placement_timeout=20")
+        wait_for_checkpoints(learner, run_dir / "checkpoints", count=2)
+        cluster.kill(cluster.workers[0])
+        assert learner.wait(timeout=300) != 0
+    err = (tmp_path / "a.err").read_text()
+    assert err.count("\n") == 1 and "actors.ray_placement_timeout" in err and "last checkpoint: " in err, err
+    step = int(err.rsplit("last checkpoint: env step ", 1)[1].split()[0])
+    assert step >= 1000 and (run_dir / "checkpoints" / f"ckpt-{step}.complete").exists()
+
+
+def _node_running(cluster, command: str) -> dict:
+    """The worker node among whose processes' descendants one runs `command` (an actor, a Ray task's child)."""
+    for node in cluster.workers:
+        for pid in node["pids"]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if any(command in " ".join(p.cmdline()) for p in psutil.Process(pid).children(recursive=True)):
+                    return node
+    raise AssertionError(f"no worker node runs {command}")
+
+
+def test_a_sweep_runs_on_the_workers_and_a_run_whose_node_died_resumes_on_the_other(cluster, tmp_path):
+    """The run's node is killed by SIGKILL after its first checkpoint: Ray retries its task on the other worker
+    node, which resumes it from that checkpoint in the shared folder."""
+    record, runs = tmp_path / "a.json", tmp_path / "runs"
+    with _replaced_after(cluster):
+        sweep = subprocess.Popen([sys.executable, "-m", "tfdqn", *SWEEP, "--set=run.checkpoint_every=100",
+                                  "--set=env.step_delay_ms=30", "--out", str(record), "--logdir", str(runs),
+                                  "--ray-address", cluster.address], cwd=REPO, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True, env=cluster.joining_environment())
+        deadline = time.time() + 300
+        while not list(runs.glob("*/checkpoints/ckpt-*.complete")):
+            assert sweep.poll() is None and time.time() < deadline, sweep.communicate()
+            time.sleep(0.2)
+        cluster.kill(_node_running(cluster, "tfdqn.train"))
+        out, err = sweep.communicate(timeout=600)
+    assert sweep.returncode == 0, err
+    (run,) = json.loads(record.read_text())["runs"]
+    assert run["env_steps"] == 340 and len(run["starts"]) == 1, run["starts"]
+    assert run["starts"][0].startswith("resumed from env step ") and int(run["starts"][0].split()[-1]) >= 100
+
+
+def test_a_sweep_whose_folder_the_nodes_cannot_see_stops_in_one_line_before_any_run(cluster, tmp_path):
+    """The sweep runs in a mount namespace of its own where an empty file system covers the runs' folder: the
+    nodes see the folder without what the sweep writes there, as nodes without a shared file system would."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    if subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare --mount needs CAP_SYS_ADMIN")
+    sweep = " ".join([sys.executable, "-m", "tfdqn", *SWEEP, "--out", str(tmp_path / "a.json"), "--logdir",
+                      str(runs), "--ray-address", cluster.address])
+    result = subprocess.run(["unshare", "--mount", "sh", "-c", f"mount -t tmpfs none {runs} && exec {sweep}"],
+                            cwd=REPO, capture_output=True, text=True, timeout=300, env=cluster.joining_environment())
+    workers = len(cluster.workers)
+    assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stderr
+    assert f"--logdir {runs}: {workers} of the cluster's {workers} nodes with CPUs cannot see it" in result.stderr
+    assert not (tmp_path / "a.json").exists() and list(runs.iterdir()) == []
