@@ -51,6 +51,7 @@ from tfdqn.atomic import write_json
 from tfdqn.bench.windows import steady_state, window_series
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli, start_tensorflow
 from tfdqn.errors import RunFailure, UserError
+from tfdqn.run.provenance import code_now
 from tools.local_cluster import hosted
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -159,6 +160,7 @@ def measure(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Pa
                          f"or a smaller --log-every")
     row = {"kind": kind, "actors": actors, "env": summary["env_id"], "step_delay_ms": args.step_delay_ms,
            "envs_per_actor": args.envs_per_actor, "training_interval": summary["training_interval"],
+           "compression": summary["replay_compression"],
            "windows": len(windows["perf/env_steps_per_sec"]), "actor_restarts": summary["actors"].get("restarts", 0),
            "cluster_nodes": nodes, **_per_actor_figures(summary["actors"].get("per_actor"))}
     row.update({column: round(float(np.mean(windows[tag])), 4) for tag, column in FIGURES.items() if tag in windows})
@@ -168,12 +170,14 @@ def measure(args: argparse.Namespace, kind: str, actors: int, logdir: pathlib.Pa
 
 
 def _per_actor_figures(per_actor: list | None) -> dict:
-    """Payload bytes per env step over all actors, and how many nodes they ran on (Ray only)."""
+    """Payload bytes per env step over all actors, how many actors took env steps (a cluster whose nodes offer
+    fewer CPUs than the actors ask for places only some) and how many nodes they ran on (Ray only)."""
     if not per_actor:
         return {}
     steps = sum(actor["env_steps"] for actor in per_actor)
     nodes = {life["node"] for actor in per_actor for life in actor["lives"] if "node" in life}
     return {"bytes_per_env_step": round(sum(actor["bytes_sent"] for actor in per_actor) / max(steps, 1), 1),
+            "actors_placed": sum(actor["env_steps"] > 0 for actor in per_actor),
             **({"nodes_used": len(nodes)} if nodes else {})}
 
 
@@ -272,10 +276,16 @@ def add_speedups(rows: list[dict]) -> None:
         row["speedup"] = round(row["env_steps_per_sec"] / base["env_steps_per_sec"], 3)
 
 
+def _actors(row: dict) -> str:
+    """The actors asked for, and how many of them took env steps where not all did."""
+    placed = row.get("actors_placed", row["actors"])
+    return str(row["actors"]) if placed == row["actors"] else f"{row['actors']} ({placed} placed)"
+
+
 def table(rows: list[dict]) -> str:
     lines = ["| kind | cluster nodes | actors | env steps/s | updates/s | learner busy | loop waits | CPU | "
              "bytes/env step | policy lag (updates) | speedup |", "|---|---|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['kind']} | {r['cluster_nodes'] or '-'} | {r['actors']} | {r['env_steps_per_sec']:.0f} | "
+    lines += [f"| {r['kind']} | {r['cluster_nodes'] or '-'} | {_actors(r)} | {r['env_steps_per_sec']:.0f} | "
               f"{r['updates_per_sec']:.0f} | {r['learner_busy_share']:.2f} | {r['loop_wait_share']:.2f} | "
               f"{r.get('cpu_util', float('nan')):.2f} | {r.get('bytes_per_env_step', float('nan')):.0f} | "
               f"{r.get('policy_lag_updates', float('nan')):.1f} | {r['speedup']:.2f}x |" for r in rows]
@@ -319,8 +329,8 @@ def _main(args: argparse.Namespace) -> int:
         print(table(rows))
     if args.out:
         write_json(pathlib.Path(args.out), {"command": " ".join(["python", "-m", "tools.bench_actors", *sys.argv[1:]]),
-                                            "cpus": os.cpu_count(), "pipe": pipe, "ray_object": ray_object,
-                                            "runs": rows})
+                                            **code_now(), "cpus": os.cpu_count(), "pipe": pipe,
+                                            "ray_object": ray_object, "runs": rows})
     return 0
 
 
