@@ -38,6 +38,10 @@ JAX_UPDATE = ("docs/bench-quick-acting.json", "docs/bench-quick-noisy.json", "do
 TORCH = "docs/bench.json"
 FAMILY_COST = "docs/bench-family-697fbb9.json"  # tools.bench_family at a commit, a clean tree
 CLASSIC = ("docs/classic-lunarlander.json", "docs/classic-mountaincar.json")  # tfdqn aggregate's records
+# tools.bench_actors on a local multi-node cluster (issue 71): CartPole CPU-bound and with 2 ms env steps, Breakout's
+# chunks with the replay's lz4 and raw
+CLUSTER = ("docs/bench-actors-cluster.json", "docs/bench-actors-cluster-latency.json")
+CLUSTER_BREAKOUT = ("docs/bench-actors-cluster-breakout.json", "docs/bench-actors-cluster-breakout-raw.json")
 # the headline recipe of each time-to-score record, the one README and the guide quote
 HEADLINE = {PONG: "4d8151fbd8", BREAKOUT: "48788f9e2b", BREAKOUT_CONFIRMED: "8c48a0ede5"}
 
@@ -227,6 +231,37 @@ def classic_control(records: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+# Actors on a local multi-node Ray cluster
+
+def actors_cluster(records: dict) -> str:
+    """Each CartPole run of tools.bench_actors on its own Ray and on 1 and 2 worker nodes, its env steps/s over the
+    own-Ray run with as many actors in the same record (measured side by side in one invocation), and the bytes
+    per env step a Breakout actor sends between nodes with the replay's codec against raw frames."""
+    lines = ["| env step | worker nodes | actors | env steps/s | per placed actor | over its own Ray | bytes/env step "
+             "| policy lag (updates) | record |", "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for path in CLUSTER:
+        rows = records[path]["runs"]
+        own = {row["actors"]: row["env_steps_per_sec"] for row in rows if not row["cluster_nodes"]}
+        for row in rows:
+            placed = row["actors_placed"]
+            actors = str(row["actors"]) + ("" if placed == row["actors"] else f" ({placed} placed)")
+            delay = f"{row['step_delay_ms']:g} ms wait" if row["step_delay_ms"] else "CPU-bound"
+            lines.append(f"| {delay} | {row['cluster_nodes'] or 'its own Ray'} | {actors} | "
+                         f"{row['env_steps_per_sec']:,.0f} | {row['env_steps_per_sec'] / placed:,.0f} | "
+                         f"{row['env_steps_per_sec'] / own[row['actors']]:.2f} | "
+                         f"{row['bytes_per_env_step']:,.0f} | {row['policy_lag_updates']:.0f} | `{path}` |")
+    (packed,), (raw,) = (records[path]["runs"] for path in CLUSTER_BREAKOUT)
+    lines.append(f"\nBreakout, 2 actors on 2 worker nodes: {packed['bytes_per_env_step']:,.0f} bytes per env step with "
+                 f"the replay's {packed['compression']} frames, {raw['bytes_per_env_step']:,.0f} raw "
+                 f"({raw['bytes_per_env_step'] / packed['bytes_per_env_step']:.1f} times as many; at 3,000 env steps/s "
+                 f"{3000 * packed['bytes_per_env_step'] / 1e6:.1f} and {3000 * raw['bytes_per_env_step'] / 1e6:.1f} MB/s "
+                 f"into the learner); "
+                 f"{packed['env_steps_per_sec']:.0f} and {raw['env_steps_per_sec']:.0f} env steps/s, the learner "
+                 f"busy {packed['learner_busy_share']:.2f} and {raw['learner_busy_share']:.2f} of the time "
+                 f"(`{CLUSTER_BREAKOUT[0]}`, `{CLUSTER_BREAKOUT[1]}`).")
+    return "\n".join(lines) + "\n"
+
+
 TABLES = {
     "cartpole-sb3": Table((CARTPOLE,), cartpole),
     "atari-time-to-score": Table((PONG, BREAKOUT, BREAKOUT_CONFIRMED), time_to_score),
@@ -237,6 +272,7 @@ TABLES = {
     "replay": Table((REPLAY, FILL), replay),
     "classic-control": Table(CLASSIC, classic_control),
     "family-cost": Table((FAMILY_COST,), family_cost),
+    "actors-cluster": Table(CLUSTER + CLUSTER_BREAKOUT, actors_cluster),
 }
 
 
