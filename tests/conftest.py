@@ -38,11 +38,19 @@ def train_in_process(*args: str) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(["tfdqn.train", *args], code, out.getvalue(), err.getvalue())
 
 
-def wait_for_checkpoints(process: subprocess.Popen, checkpoints, count: int, timeout: float = 300) -> None:
-    """Until `checkpoints` (a run's folder of them) holds `count` complete ones, while `process` runs."""
+def checkpoint_steps(checkpoints) -> list[int]:
+    """The env steps of the complete checkpoints in `checkpoints`, a run's folder of them."""
+    return [int(p.name[len("ckpt-"):-len(".complete")]) for p in checkpoints.glob("ckpt-*.complete")]
+
+
+def wait_for_checkpoints(process: subprocess.Popen, checkpoints, count: int, timeout: float = 300,
+                         after: int = -1) -> None:
+    """Until `checkpoints` (a run's folder of them) holds `count` complete ones of env steps past `after`, while
+    `process` runs."""
     deadline = time.time() + timeout
-    while len(list(checkpoints.glob("ckpt-*.complete"))) < count:
-        assert process.poll() is None, f"the learner ended ({process.returncode}) before {count} checkpoints"
+    while len([step for step in checkpoint_steps(checkpoints) if step > after]) < count:
+        assert process.poll() is None, (f"the learner ended ({process.returncode}) before {count} checkpoints: "
+                                        f"{process.communicate()[1] if process.stderr else ''}")
         assert time.time() < deadline, f"no {count} checkpoints within {timeout} s"
         time.sleep(0.1)
 

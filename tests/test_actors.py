@@ -254,7 +254,7 @@ def test_a_learner_waiting_on_stuck_actors_still_stops_on_sigterm(tmp_path):
 @pytest.mark.slow
 def test_after_the_learner_is_killed_its_actors_exit_and_the_run_resumes_from_its_checkpoint(tmp_path):
     learner = Learner(*TINY, *PROCESS_ACTORS, "--total-steps", "2000", "--checkpoint-every", "1000",
-                      "--logdir", str(tmp_path), "--run-name", "a")
+                      "--set", "replay.audit=true", "--logdir", str(tmp_path), "--run-name", "a")
     actors = learner.wait_for_actors()
     checkpoints = tmp_path / "a" / "checkpoints"
     learner.wait_for(lambda: list(checkpoints.glob("ckpt-*.complete")), what="a checkpoint")
@@ -266,6 +266,7 @@ def test_after_the_learner_is_killed_its_actors_exit_and_the_run_resumes_from_it
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["env_steps"] == 2000 and summary["resumed_from_env_steps"] >= 1000
     assert summary["actors"]["kind"] == "process" and summary["actors"]["restarts"] == 0
+    assert summary["replay_audit_checked"] > 0  # the batches after the resume, each as the actors wrote it
 
 
 @pytest.mark.slow

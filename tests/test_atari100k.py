@@ -153,26 +153,6 @@ def test_another_set_is_another_recipe_trained_and_recorded_apart(tmp_path):
 
 
 @pytest.mark.slow
-def test_runs_go_as_ray_tasks_on_a_cluster(tmp_path):
-    import ray
-
-    cluster = ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=2, include_dashboard=False,
-                       object_store_memory=100 * 2**20)
-    try:
-        record = tmp_path / "a.json"
-        result = _atari100k(tmp_path, "--seeds", "0", "1", "--out", str(record), "--ray-address",
-                            cluster.address_info["address"])
-    finally:
-        ray.shutdown()
-    assert result.returncode == 0, result.stderr
-    assert "2 runs to train, 2 at a time" in result.stdout
-    runs = sorted(json.loads(record.read_text())["runs"], key=lambda run: run["seed"])
-    assert [(r["seed"], r["starts"], r["commit"], r["env_steps"]) for r in runs] == [
-        (0, ["new"], _head_commit(), 340), (1, ["new"], _head_commit(), 340)]
-    assert runs[0]["config_hash"] == runs[1]["config_hash"]
-    assert _overlap([run["worker_unix_span"] for run in runs])
-
-
 def test_an_out_file_this_tool_did_not_write_is_refused_and_left_as_it_was(tmp_path):
     out = tmp_path / "scores.json"
     out.write_text('{"scores": [1, 2]}\n')

@@ -7,6 +7,7 @@ import collections
 import contextlib
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from tools.local_cluster import hosted
 
 pytestmark = pytest.mark.slow
 
-SWEEP = ["atari100k", "--preset", "drq_eps", "--games", "Pong", "--seeds", "0", "--reps", "200",
+SWEEP = ["atari100k", "--preset", "drq_eps", "--games", "Pong", "--reps", "200",
          "--set=run.total_steps=340", "--set=run.learning_starts=300", "--set=replay.capacity=1000",
          "--set=run.final_eval_episodes=2", "--set=env.max_episode_frames=2000", "--cpus-per-run", "2"]
 CARTPOLE_TO_475 = ["--env", "CartPole", "--actors", "ray", "--set", "actors.count=4", "--set", "actors.chunk_steps=32",
@@ -158,7 +159,7 @@ def test_with_no_node_left_for_actors_the_run_stops_in_one_line_with_its_checkpo
     with _replaced_after(cluster):
         learner = _learner(cluster, run_dir, "--env", "CartPole", "--actors", "ray", "--set", "actors.count=2",
                            "--set", "actors.cpus_per_actor=2", "--set", "actors.chunk_steps=32", "--total-steps",
-                           "1000000", "--checkpoint-every", "500", "--set", "actors.ray_placement_timeout=20",
+                           "1000000", "--checkpoint-every", "500", "--set", "actors.ray_placement_timeout=15",
                            "--quiet")  # a run that cannot end by itself before its lost actor's timeout
         wait_for_checkpoints(learner, run_dir / "checkpoints", count=2)
         cluster.kill(cluster.workers[0])
@@ -182,25 +183,40 @@ def _node_running(cluster, command: str) -> dict:
     raise AssertionError(f"no worker node runs {command}")
 
 
-def test_a_sweep_runs_on_the_workers_and_a_run_whose_node_died_resumes_on_the_other(cluster, tmp_path):
-    """The run's node is killed by SIGKILL after its first checkpoint: Ray retries its task on the other worker
-    node, which resumes it from that checkpoint in the shared folder."""
+def test_a_sweep_runs_one_run_per_worker_node_and_a_run_whose_node_died_resumes_on_another(cluster, tmp_path):
+    """Two runs of 2 CPUs go at once, one to each worker node. The node of the first to checkpoint is killed by
+    SIGKILL and a fresh node joins: Ray retries that run's task there, which resumes it from its checkpoint in the
+    shared folder; the other run goes on untouched. Each run is recorded once."""
     record, runs = tmp_path / "a.json", tmp_path / "runs"
     with _replaced_after(cluster):
-        sweep = subprocess.Popen([sys.executable, "-m", "tfdqn", *SWEEP, "--set=run.checkpoint_every=100",
-                                  "--set=env.step_delay_ms=30", "--out", str(record), "--logdir", str(runs),
-                                  "--ray-address", cluster.address], cwd=REPO, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True, env=cluster.joining_environment())
+        sweep = subprocess.Popen([sys.executable, "-m", "tfdqn", *SWEEP, "--seeds", "0", "1",
+                                  "--set=run.checkpoint_every=100", "--set=env.step_delay_ms=30", "--out", str(record),
+                                  "--logdir", str(runs), "--ray-address", cluster.address], cwd=REPO,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                 env=cluster.joining_environment())
         deadline = time.time() + 300
-        while not list(runs.glob("*/checkpoints/ckpt-*.complete")):
+        while not (checkpointed := list(runs.glob("*/checkpoints/ckpt-*.complete"))):
             assert sweep.poll() is None and time.time() < deadline, sweep.communicate()
             time.sleep(0.2)
-        cluster.kill(_node_running(cluster, "tfdqn.train"))
+        killed = checkpointed[0].parent.parent.name
+        nodes = {name: _node_running(cluster, f"--run-name {name}")["node_id"] for name in (killed, _other(killed))}
+        assert len(set(nodes.values())) == 2  # one run on each worker node
+        cluster.kill(next(node for node in cluster.workers if node["node_id"] == nodes[killed]))
+        cluster.add_worker()
         out, err = sweep.communicate(timeout=600)
     assert sweep.returncode == 0, err
-    (run,) = json.loads(record.read_text())["runs"]
-    assert run["env_steps"] == 340 and len(run["starts"]) == 1, run["starts"]
-    assert run["starts"][0].startswith("resumed from env step ") and int(run["starts"][0].split()[-1]) >= 100
+    assert "2 runs to train, 2 at a time" in out
+    runs = json.loads(record.read_text())["runs"]
+    assert [run["env_steps"] for run in runs] == [340, 340]
+    starts = {pathlib.Path(run["run_dir"]).name: run["starts"] for run in runs}
+    assert starts.keys() == nodes.keys() and starts[_other(killed)] == ["new"]
+    (resumed,) = starts[killed]
+    assert resumed.startswith("resumed from env step ") and int(resumed.split()[-1]) >= 100
+
+
+def _other(run_name: str) -> str:
+    """The sweep's run of the other seed."""
+    return run_name[:-1] + {"0": "1", "1": "0"}[run_name[-1]]
 
 
 def test_a_sweep_whose_folder_the_nodes_cannot_see_stops_in_one_line_before_any_run(cluster, tmp_path):
@@ -210,8 +226,8 @@ def test_a_sweep_whose_folder_the_nodes_cannot_see_stops_in_one_line_before_any_
     runs.mkdir()
     if subprocess.run(["unshare", "--mount", "true"], capture_output=True).returncode != 0:
         pytest.skip("unshare --mount needs CAP_SYS_ADMIN")
-    sweep = " ".join([sys.executable, "-m", "tfdqn", *SWEEP, "--out", str(tmp_path / "a.json"), "--logdir",
-                      str(runs), "--ray-address", cluster.address])
+    sweep = " ".join([sys.executable, "-m", "tfdqn", *SWEEP, "--seeds", "0", "--out", str(tmp_path / "a.json"),
+                      "--logdir", str(runs), "--ray-address", cluster.address])
     result = subprocess.run(["unshare", "--mount", "sh", "-c", f"mount -t tmpfs none {runs} && exec {sweep}"],
                             cwd=REPO, capture_output=True, text=True, timeout=300, env=cluster.joining_environment())
     workers = len(cluster.workers)

@@ -12,7 +12,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, SMALL_CARTPOLE, train_in_process
+from tests.conftest import REPO, SMALL_CARTPOLE, checkpoint_steps, train_in_process, wait_for_checkpoints
 from tests.test_resume import variables
 from tfdqn.errors import RunFailure
 from tfdqn.replay.audit import ReplayAudit
@@ -149,30 +149,28 @@ def _start(*args):
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
-def _newest_checkpoint(run_dir) -> int:
-    steps = [int(p.name[len("ckpt-"):-len(".complete")]) for p in (run_dir / "checkpoints").glob("ckpt-*.complete")]
-    return max(steps, default=0)
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["prefetch-prioritized", "async-device"])
+@pytest.mark.parametrize("mode", ["prefetch-prioritized-compressed", "async-device-prioritized"])
 def test_five_sigkills_at_random_moments_leave_a_clean_audit_and_the_counts_of_an_uninterrupted_run(tmp_path, mode):
-    settings = {"prefetch-prioritized": ["--set", "replay.prefetch=true", "--set", "replay.sampler=prioritized"],
-                "async-device": ["--set", "run.async_learner=true", "--set", "replay.device=accelerator"]}[mode]
+    """Each run combines modes that checkpoint: prefetch, the host's prioritized sampler and compressed frames (a
+    synchronous run, so it repeats bit for bit); the async learner, device replay and the in-graph prioritized
+    sampler. Actors in processes and on Ray: tests/test_actors.py and tests/test_ray_cluster.py."""
+    settings = {"prefetch-prioritized-compressed": ["--set", "replay.prefetch=true", "--set",
+                                                    "replay.sampler=prioritized", "--set", "replay.compression=zstd"],
+                "async-device-prioritized": ["--set", "run.async_learner=true", "--set", "replay.device=accelerator",
+                                             "--set", "replay.sampler=prioritized"]}[mode]
     args = [*SMALL_CARTPOLE, "--total-steps", "4000", "--learning-starts", "200", "--checkpoint-every", "250",
             *AUDITED, *settings, "--logdir", str(tmp_path)]
     assert train_in_process(*args, "--run-name", "whole").returncode == 0
     run_dir, rng = tmp_path / "killed", np.random.default_rng(5)
     process, resumed_from = _start(*args, "--run-name", "killed"), 0
     for _ in range(5):
-        while _newest_checkpoint(run_dir) <= resumed_from:  # a new checkpoint, so each resume moves on
-            assert process.poll() is None, process.communicate()[1]
-            time.sleep(0.05)
+        wait_for_checkpoints(process, run_dir / "checkpoints", count=1, after=resumed_from)  # each resume moves on
         time.sleep(rng.uniform(0.0, 1.0))  # then a random moment
         assert process.poll() is None, process.communicate()[1]  # still training: the audit found nothing
         process.send_signal(signal.SIGKILL)
         process.wait()
-        resumed_from = _newest_checkpoint(run_dir)
+        resumed_from = max(checkpoint_steps(run_dir / "checkpoints"), default=0)
         process = _start("--resume", str(run_dir), "--quiet")
     out, err = process.communicate(timeout=300)
     assert process.returncode == 0, err
@@ -183,7 +181,7 @@ def test_five_sigkills_at_random_moments_leave_a_clean_audit_and_the_counts_of_a
     assert killed["replay_slots_filled"] == killed["env_steps"] + killed["episodes"]
     resumed_with = int(re.search(r"resumed from env step \d+ \((\d+) updates\)", out).group(1))
     assert killed["replay_audit_checked"] == (killed["updates"] - resumed_with) * 64  # every batch since
-    if mode == "prefetch-prioritized":  # a synchronous mode: the same run, game for game and bit for bit
+    if mode == "prefetch-prioritized-compressed":  # a synchronous mode: the same run, game for game and bit for bit
         assert (run_dir / "episodes.csv").read_text() == (tmp_path / "whole" / "episodes.csv").read_text()
         assert killed["final_eval_returns"] == whole["final_eval_returns"]
         resumed, uninterrupted = (variables(tmp_path / name / "checkpoints" / "ckpt-4000") for name in ("killed", "whole"))
