@@ -23,7 +23,7 @@ pytestmark = pytest.mark.slow
 
 SWEEP = ["atari100k", "--preset", "drq_eps", "--games", "Pong", "--reps", "200",
          "--set=run.total_steps=340", "--set=run.learning_starts=300", "--set=replay.capacity=1000",
-         "--set=run.final_eval_episodes=2", "--set=env.max_episode_frames=2000", "--cpus-per-run", "2"]
+         "--set=run.final_eval_episodes=2", "--set=env.max_episode_frames=800", "--cpus-per-run", "2"]
 CARTPOLE_TO_475 = ["--env", "CartPole", "--actors", "ray", "--set", "actors.count=4", "--set", "actors.chunk_steps=32",
                    "--total-steps", "30000", "--set", "run.target_return=475", "--set", "run.eval_every=1000",
                    "--set", "run.eval_episodes=5", "--set", "run.confirm_episodes=20",  # a hit 20 fresh games confirm
