@@ -160,7 +160,7 @@ def test_five_sigkills_at_random_moments_leave_a_clean_audit_and_the_counts_of_a
                 "async-device-prioritized": ["--set", "run.async_learner=true", "--set", "replay.device=accelerator",
                                              "--set", "replay.sampler=prioritized"]}[mode]
     args = [*SMALL_CARTPOLE, "--total-steps", "4000", "--learning-starts", "200", "--checkpoint-every", "250",
-            *AUDITED, *settings, "--logdir", str(tmp_path)]
+            "--training-interval", "2", *AUDITED, *settings, "--logdir", str(tmp_path)]  # half the updates' time
     assert train_in_process(*args, "--run-name", "whole").returncode == 0
     run_dir, rng = tmp_path / "killed", np.random.default_rng(5)
     process, resumed_from = _start(*args, "--run-name", "killed"), 0
