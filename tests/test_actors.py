@@ -13,7 +13,7 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.conftest import REPO, SMALL_CARTPOLE, TINY, run_module
+from tests.conftest import REPO, SMALL_CARTPOLE, TINY, checkpoint_steps, run_module
 from tfdqn.config import DQNConfig
 from tfdqn.telemetry.tensorboard import read_scalars
 
@@ -291,6 +291,47 @@ def test_ray_actors_run_five_thousand_steps_at_the_configured_ratio(tmp_path):
     updates = dict(read_scalars(tmp_path / "a", "perf/updates_per_sec"))  # written from the first update on
     ratios = [updates[step] / s for step, s in steps if step > 1000]  # every window after learning starts
     assert ratios and all(abs(r * 4 - 1) <= 0.05 for r in ratios), ratios
+
+
+@pytest.mark.slow
+def test_a_killed_ray_actor_comes_back_on_the_runs_one_node(tmp_path):
+    """A restarted actor prefers a node other than the one it died on, that node its fallback: on a Ray of the
+    run's own there is no other, and it must still come back there."""
+    pytest.importorskip("ray")
+    learner = Learner(*TINY, "--actors", "ray", "--set", "actors.cpus_per_actor=0.5", "--total-steps", "1e6",
+                      "--set", "env.step_delay_ms=1", "--set", "replay.audit=true", "--quiet", "--logdir",
+                      str(tmp_path), "--run-name", "a")
+
+    def ray_actors():
+        try:
+            processes = psutil.Process(learner.process.pid).children(recursive=True)
+        except psutil.NoSuchProcess:
+            return []
+        return [p for p in processes if "RayActorWorker" in " ".join(_cmdline(p))]
+
+    checkpoints = tmp_path / "a" / "checkpoints"
+    learner.wait_for(lambda: checkpoint_steps(checkpoints), what="a checkpoint")  # both actors answered by then
+    first, other = ray_actors()
+    first.kill()
+    learner.wait_for(lambda: any("restarting it" in line for line in learner.out), what="the restart line")
+    learner.wait_for(lambda: [p for p in ray_actors() if p.pid not in (first.pid, other.pid)], what="a new actor")
+    learned = max(checkpoint_steps(checkpoints))
+    learner.wait_for(lambda: max(checkpoint_steps(checkpoints)) > learned + 1000, what="2 checkpoints more")
+    learner.process.send_signal(signal.SIGINT)
+    assert learner.exit_code() == 130, learner.err
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["actors"]["restarts"] == 1 and summary["replay_audit_checked"] > 0
+    (moved,) = [actor for actor in summary["actors"]["per_actor"] if actor["restarts"]]
+    (kept,) = [actor for actor in summary["actors"]["per_actor"] if not actor["restarts"]]
+    assert [life["pid"] for life in moved["lives"]][0] == first.pid and len(moved["lives"]) == 2
+    assert {life["node"] for life in moved["lives"]} == {kept["lives"][0]["node"]}  # the fallback: the one node
+
+
+def _cmdline(process: psutil.Process) -> list[str]:
+    try:
+        return process.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
 
 
 def test_a_run_given_a_ray_address_joins_a_cluster_or_stops_and_never_starts_a_ray_of_its_own(tmp_path):

@@ -10,8 +10,10 @@ small object store and without the task events and metrics that only Ray's dashb
 on every call), and shuts it down again at the end. That Ray never joins a cluster already running on the
 machine, whatever `RAY_ADDRESS` or the address file an earlier cluster left in Ray's temp folder says
 (`ray.init` would connect to those). Actors are spread over the cluster's nodes (Ray's SPREAD strategy), each
-where its CPUs are free; `summary.json` lists the node each actor ran on. Needs the `ray` extra
-(`pip install tfdqn[ray]`).
+where its CPUs are free; `summary.json` lists the node each actor ran on. An actor started again after its
+death prefers any node but the one it died on (Ray's label selector on `ray.io/node-id`, that node its
+fallback): Ray goes on listing a killed node as alive until it misses its heartbeats, about 15 s, and an actor
+placed there meanwhile dies with it. Needs the `ray` extra (`pip install tfdqn[ray]`).
 
 The Ray processes a learner starts share its process group, so a SIGTERM to the group (a terminal's job
 control, `timeout`, a batch scheduler's cancel) would reach them too, and a raylet that dies first takes the
@@ -35,6 +37,7 @@ from tfdqn.errors import UserError, one_line
 from tfdqn.extras import require
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # chunks are small and short-lived; Ray's default takes 30% of memory
+NODE_ID_LABEL = "ray.io/node-id"  # the label Ray gives every node: its id
 LOCAL_SYSTEM_CONFIG = {"task_events_report_interval_ms": 0, "enable_metrics_collection": False, "event_stats": False}
 
 
@@ -91,16 +94,20 @@ class RayActors:
         from tfdqn.actors.ray_worker import RayActorWorker
 
         self._config = config
-        self._class = ray.remote(RayActorWorker).options(num_cpus=actors.cpus_per_actor, max_restarts=0,
-                                                          scheduling_strategy="SPREAD")
+        self._class = ray.remote(RayActorWorker)
+        self._options = {"num_cpus": actors.cpus_per_actor, "max_restarts": 0, "scheduling_strategy": "SPREAD"}
         self._cpus, self._placement_timeout = actors.cpus_per_actor, actors.ray_placement_timeout
         self._handles: dict = {}
+        self._died_on: dict[int, str] = {}  # actor index -> the node its last stopped life ran on
         self._whereabouts: dict = {}  # actor index -> {"pid", "node"}, or an ObjectRef until read
         self._started_at: dict[int, float] = {}  # actor index -> when it was started (time.monotonic)
         self._pending: dict[int, collections.deque] = {}  # actor index -> its requests' ObjectRefs, oldest first
 
     def start(self, index: int, seed: int) -> None:
-        handle = self._class.remote(self._config, index, seed)
+        node = self._died_on.get(index)
+        elsewhere = {} if node is None else {"label_selector": {NODE_ID_LABEL: f"!{node}"},
+                                             "fallback_strategy": [{"label_selector": {NODE_ID_LABEL: node}}]}
+        handle = self._class.options(**self._options, **elsewhere).remote(self._config, index, seed)
         self._handles[index] = handle
         self._whereabouts[index] = handle.whereabouts.remote()
         self._started_at[index] = time.monotonic()
@@ -166,7 +173,10 @@ class RayActors:
             return ActorError(one_line(error))
 
     def stop(self, index: int) -> None:
-        """Stop one actor (it failed) and forget its outstanding requests."""
+        """Stop one actor (it failed) and forget its outstanding requests; its next start prefers another node."""
+        where = self._whereabouts.get(index)  # as read while it answered: never waits on a dead actor
+        if isinstance(where, dict) and "node" in where:
+            self._died_on[index] = where["node"]
         self._ray.kill(self._handles.pop(index))
         self._whereabouts.pop(index, None)
         self._started_at.pop(index, None)
