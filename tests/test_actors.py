@@ -65,10 +65,7 @@ class Learner:
 
 
 def _is_actor(process: psutil.Process) -> bool:
-    try:
-        return "spawn_main" in " ".join(process.cmdline())
-    except psutil.NoSuchProcess:
-        return False
+    return "spawn_main" in " ".join(_cmdline(process))
 
 
 def _gone(processes, timeout=15) -> bool:
@@ -323,7 +320,7 @@ def test_a_killed_ray_actor_comes_back_on_the_runs_one_node(tmp_path):
     assert summary["actors"]["restarts"] == 1 and summary["replay_audit_checked"] > 0
     (moved,) = [actor for actor in summary["actors"]["per_actor"] if actor["restarts"]]
     (kept,) = [actor for actor in summary["actors"]["per_actor"] if not actor["restarts"]]
-    assert [life["pid"] for life in moved["lives"]][0] == first.pid and len(moved["lives"]) == 2
+    assert len(moved["lives"]) == 2 and moved["lives"][0]["pid"] == first.pid
     assert {life["node"] for life in moved["lives"]} == {kept["lives"][0]["node"]}  # the fallback: the one node
 
 

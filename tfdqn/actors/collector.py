@@ -23,9 +23,10 @@ in-process collector would use. `metrics()` reports both lags' means over the ch
 An actor that dies is restarted once, with a new seed, its unfinished episodes cut as truncations, and what
 it had in flight (its request out, a chunk it sent that the learner had not taken yet) dropped and counted as
 lost, never added; Ray places the new actor where CPUs are free, any node but the one it died on where
-another can take it, so on a cluster it comes back on a surviving node when its own died. A second death, or an error in its own code, stops the run in one line. `report()`
-says per actor where each of its lives ran, the env steps taken from it, the bytes its chunks brought and
-the chunks lost with it (summary.json's `actors.per_actor`). A stop request (SIGINT, SIGTERM)
+another can take it, so on a cluster it comes back on a surviving node when its own died. A second death, or an
+error in its own code, stops the run in one line. `report()` says per actor where each of its lives ran, the
+env steps taken from it, the bytes its chunks brought and the chunks lost with it (summary.json's
+`actors.per_actor`). A stop request (SIGINT, SIGTERM)
 wins over deaths and errors: a group signal takes the actors down with the learner, which then stops
 with its checkpoint instead of restarting them.
 """

@@ -12,8 +12,8 @@ machine, whatever `RAY_ADDRESS` or the address file an earlier cluster left in R
 (`ray.init` would connect to those). Actors are spread over the cluster's nodes (Ray's SPREAD strategy), each
 where its CPUs are free; `summary.json` lists the node each actor ran on. An actor started again after its
 death prefers any node but the one it died on (Ray's label selector on `ray.io/node-id`, that node its
-fallback): Ray goes on listing a killed node as alive until it misses its heartbeats, about 15 s, and an actor
-placed there meanwhile dies with it. Needs the `ray` extra (`pip install tfdqn[ray]`).
+fallback): Ray goes on listing a killed node as alive until its health checks fail (by default 5 misses 3 s
+apart), and an actor placed there meanwhile dies with it. Needs the `ray` extra (`pip install tfdqn[ray]`).
 
 The Ray processes a learner starts share its process group, so a SIGTERM to the group (a terminal's job
 control, `timeout`, a batch scheduler's cancel) would reach them too, and a raylet that dies first takes the
