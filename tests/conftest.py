@@ -1,5 +1,6 @@
-"""Shared test helpers: quiet TensorFlow on one op thread per worker, and the real command lines run as
-subprocesses (or, for a training run a test only reads back, in the test's own process)."""
+"""Shared test helpers: quiet TensorFlow on one op thread per worker, the real command lines run as
+subprocesses (or, for a training run a test only reads back, in the test's own process), and no process a test
+started left running after it."""
 
 import contextlib
 import io
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -16,6 +18,37 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 # thread, where two threads each would oversubscribe the cores (the suite is CPU-bound)
 os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 REPO = pathlib.Path(__file__).resolve().parent.parent
+HELPERS = ("resource_tracker", "forkserver")  # multiprocessing's, kept for the worker's life
+
+
+@pytest.fixture(autouse=True)
+def no_process_left():
+    """Kills what a test started and left running (a failed test's learner, its actors and its Ray): on 2 cores
+    it would slow every test after it. Processes started by wider fixtures (a cluster) were there before."""
+    before = {child.pid for child in psutil.Process().children()}
+    yield
+    left = [child for child in psutil.Process().children() if child.pid not in before
+            and not any(helper in " ".join(cmdline(child)) for helper in HELPERS)]
+    trees = [process for child in left for process in (*_descendants(child), child)]
+    for process in trees:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            process.kill()
+    psutil.wait_procs(trees, timeout=30)
+
+
+def _descendants(process: psutil.Process) -> list[psutil.Process]:
+    try:
+        return process.children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def cmdline(process: psutil.Process) -> list[str]:
+    """Its command line; [] where it has ended."""
+    try:
+        return process.cmdline()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return []
 
 
 def run_module(module: str, *args: str, timeout: float = 300, env: dict | None = None,

@@ -1,9 +1,11 @@
 """Actors in their own processes (and as Ray actors) feeding one learner: real processes, real signals."""
 
+import contextlib
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -13,7 +15,7 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.conftest import REPO, SMALL_CARTPOLE, TINY, checkpoint_steps, run_module
+from tests.conftest import REPO, SMALL_CARTPOLE, TINY, checkpoint_steps, cmdline, run_module
 from tfdqn.config import DQNConfig
 from tfdqn.telemetry.tensorboard import read_scalars
 
@@ -65,7 +67,7 @@ class Learner:
 
 
 def _is_actor(process: psutil.Process) -> bool:
-    return "spawn_main" in " ".join(_cmdline(process))
+    return "spawn_main" in " ".join(cmdline(process))
 
 
 def _gone(processes, timeout=15) -> bool:
@@ -304,11 +306,13 @@ def test_a_killed_ray_actor_comes_back_on_the_runs_one_node(tmp_path):
             processes = psutil.Process(learner.process.pid).children(recursive=True)
         except psutil.NoSuchProcess:
             return []
-        return [p for p in processes if "RayActorWorker" in " ".join(_cmdline(p))]
+        return [p for p in processes if "RayActorWorker" in " ".join(cmdline(p))]
 
     checkpoints = tmp_path / "a" / "checkpoints"
     learner.wait_for(lambda: checkpoint_steps(checkpoints), what="a checkpoint")  # both actors answered by then
     first, other = ray_actors()
+    ray_processes = [learner.process.pid, *(p.pid for p in psutil.Process(learner.process.pid).children(True))]
+    assert _listening_on(ray_processes) == {"127.0.0.1"}  # the run's Ray takes no interface address
     first.kill()
     learner.wait_for(lambda: any("restarting it" in line for line in learner.out), what="the restart line")
     learner.wait_for(lambda: [p for p in ray_actors() if p.pid not in (first.pid, other.pid)], what="a new actor")
@@ -324,23 +328,31 @@ def test_a_killed_ray_actor_comes_back_on_the_runs_one_node(tmp_path):
     assert {life["node"] for life in moved["lives"]} == {kept["lives"][0]["node"]}  # the fallback: the one node
 
 
-def _cmdline(process: psutil.Process) -> list[str]:
-    try:
-        return process.cmdline()
-    except (psutil.NoSuchProcess, psutil.ZombieProcess):
-        return []
+def _listening_on(pids: list[int]) -> set[str]:
+    """The addresses these processes accept connections on (IPv4 ones as IPv6 sockets show them, unmapped)."""
+    addresses = set()
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            addresses |= {c.laddr.ip.removeprefix("::ffff:") for c in psutil.Process(pid).net_connections("inet")
+                          if c.status == psutil.CONN_LISTEN}
+    return addresses
 
 
-def test_a_run_given_a_ray_address_joins_a_cluster_or_stops_and_never_starts_a_ray_of_its_own(tmp_path):
-    """`auto` with no cluster recorded in Ray's temp folder (RAY_TMPDIR) and none in RAY_ADDRESS."""
+def test_a_run_given_an_address_where_no_cluster_answers_stops_at_once_in_one_line_and_starts_no_ray(tmp_path):
+    """An address where nothing listens, and one that is no host:port (`auto` would join whatever Ray another test
+    runs on this machine: Ray's rule). Ray itself would wait minutes on the first."""
     pytest.importorskip("ray")
+    with socket.socket() as unused:
+        unused.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{unused.getsockname()[1]}"
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(tmp_path / "tmp")}
-    result = run_module("tfdqn.train", "--env", "CartPole", "--actors", "ray", "--ray-address", "auto", "--logdir",
-                        str(tmp_path / "runs"), env=env)
-    assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stderr
-    assert result.stderr.startswith("python -m tfdqn.train: error: actors.ray_address 'auto': no Ray cluster answers "
-                                    "there (ConnectionError: ")
-    assert not list(tmp_path.glob("runs/*")) and not list(tmp_path.glob("tmp/ray/session_*"))  # no run, no Ray
+    for given, reason in ((address, "ConnectionRefusedError: "), ("head-node", "not host:port")):
+        result = run_module("tfdqn.train", "--env", "CartPole", "--actors", "ray", "--ray-address", given, "--logdir",
+                            str(tmp_path / "runs"), env=env, timeout=60)
+        assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stderr
+        assert result.stderr.startswith(f"python -m tfdqn.train: error: actors.ray_address {given!r}: no Ray cluster "
+                                        f"answers there ({reason}")
+        assert not list(tmp_path.glob("runs/*")) and not list(tmp_path.glob("tmp/ray/session_*"))  # no run, no Ray
 
 
 def test_actor_settings_are_checked_in_one_line(run_cmd, tmp_path):

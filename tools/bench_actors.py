@@ -243,10 +243,9 @@ def ray_object_cost(chunks: dict, rounds: int = 50) -> dict:
     """Per codec, one chunk returned by a Ray actor (as `RayActorCollector` receives `collect`'s chunks): the
     object's size in Ray, where it lives (the object store, or inline in the reply), and the mean round trip
     of a call and `ray.get`."""
-    import ray
+    from tfdqn.actors.ray_actors import import_ray, start_local_ray
 
-    from tfdqn.actors.ray_actors import start_local_ray
-
+    ray = import_ray(own=True)
     start_local_ray(ray, num_cpus=2)
     try:
         costs = {}

@@ -5,9 +5,13 @@ object), and `ray.wait` on the outstanding chunk requests. Each actor has one re
 processes do: it is asked for its next chunk when the learner takes its last one, so a chunk acts on
 weights and an epsilon clock at most one round of chunks old when the learner takes it (two requests
 out would double that lag). `actors.ray_address` joins a running cluster (`auto`: the one this machine
-joined with `ray start`) and never starts one; empty starts a Ray of the run's own here, on 127.0.0.1, with a
-small object store and without the task events and metrics that only Ray's dashboard reads (they cost CPU
-on every call), and shuts it down again at the end. That Ray never joins a cluster already running on the
+joined with `ray start`, else any Ray running on it: Ray's own rule) and never starts one; an address where
+nothing answers is one line at once (`ray.init` would wait minutes on it). Empty starts a Ray of the run's own
+here, with a small object store and without the task events and metrics that only Ray's dashboard reads (they
+cost CPU on every call), and shuts it down again at the end. That Ray listens on 127.0.0.1 alone: Ray turns a
+node address of 127.0.0.1 into the machine's interface address unless `RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER` is 0
+when it is imported (on Linux that variable only keeps the loopback address), so it is 0 for that import
+(where the process imported Ray before, Ray's rule stands). It never joins a cluster already running on the
 machine, whatever `RAY_ADDRESS` or the address file an earlier cluster left in Ray's temp folder says
 (`ray.init` would connect to those). Actors are spread over the cluster's nodes (Ray's SPREAD strategy), each
 where its CPUs are free; `summary.json` lists the node each actor ran on. An actor started again after its
@@ -30,6 +34,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import time
 
 from tfdqn.actors.transport import ActorDied, ActorError
@@ -38,30 +43,60 @@ from tfdqn.extras import require
 
 LOCAL_OBJECT_STORE_BYTES = 256 * 2**20  # chunks are small and short-lived; Ray's default takes 30% of memory
 NODE_ID_LABEL = "ray.io/node-id"  # the label Ray gives every node: its id
+CONNECT_SECONDS = 10  # to reach a cluster's address before Ray is asked to join it
+LOOPBACK_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # 0 while Ray is imported keeps 127.0.0.1 (the docstring)
 LOCAL_SYSTEM_CONFIG = {"task_events_report_interval_ms": 0, "enable_metrics_collection": False, "event_stats": False}
 
 
-def _import_ray():
+def import_ray(own: bool):
+    """Ray; `own`: for a Ray of this process's own, kept on 127.0.0.1 where this is its first import (the module
+    docstring)."""
     require("ray", "actors.kind = ray", instead="actors.kind = process")
-    import ray
-
+    previous = os.environ.get(LOOPBACK_ONLY)
+    if own:
+        os.environ[LOOPBACK_ONLY] = "0"
+    try:
+        import ray
+    finally:
+        if previous is None:
+            os.environ.pop(LOOPBACK_ONLY, None)
+        else:
+            os.environ[LOOPBACK_ONLY] = previous
     return ray
+
+
+def _check_answers(address: str, named: str) -> None:
+    """One line at once where nothing listens at a host:port address (`auto` is Ray's to find)."""
+    if address == "auto":
+        return
+    host, _, port = address.rpartition("://")[2].rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_SECONDS).close()
+    except (OSError, ValueError) as error:
+        raise _no_cluster(address, named, "not host:port" if isinstance(error, ValueError) else one_line(error)) \
+            from None
+
+
+def _no_cluster(address: str, named: str, reason: str) -> UserError:
+    return UserError(f"{named} {address!r}: no Ray cluster answers there ({reason}); allowed: the address "
+                     f"`ray start --head` printed, or auto")
 
 
 def join_cluster(ray, address: str, named: str) -> None:
     """Join the running cluster at `address`, never starting one; where none answers, one line naming `named`, the
     option that gave the address."""
+    _check_answers(address, named)
     try:
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as error:
-        raise UserError(f"{named} {address!r}: no Ray cluster answers there ({one_line(error)}); allowed: the "
-                        f"address `ray start --head` printed, or auto") from None
+        raise _no_cluster(address, named, one_line(error)) from None
 
 
 def start_local_ray(ray, num_cpus: int) -> None:
-    """A Ray of this process's own, on 127.0.0.1, that joins no running cluster (the module docstring)."""
+    """A Ray of this process's own, on 127.0.0.1 where `import_ray(own=True)` imported it, that joins no running
+    cluster (the module docstring)."""
     with _sigterm_blocked():  # the module docstring says why
-        ray.init(address="local", _node_ip_address="127.0.0.1", num_cpus=num_cpus,
+        ray.init(address="local", num_cpus=num_cpus,
                  object_store_memory=LOCAL_OBJECT_STORE_BYTES, include_dashboard=False, logging_level=logging.ERROR,
                  log_to_driver=False, _system_config=LOCAL_SYSTEM_CONFIG)
 
@@ -83,8 +118,8 @@ class RayActors:
     in_flight = 1  # requests per actor at a time (the module docstring says why)
 
     def __init__(self, config):
-        self._ray = ray = _import_ray()
         actors = config.actors
+        self._ray = ray = import_ray(own=not actors.ray_address)
         self._started_ray = not ray.is_initialized()
         if self._started_ray:
             if actors.ray_address:

@@ -368,8 +368,8 @@ class ActorsConfig:
     exploration: str = _field("schedule", "process/ray: schedule (the run's epsilon schedule) or apex (actor i "
                                           "of N keeps epsilon 0.4^(1 + 7 i / (N - 1)), Horgan et al. 2018)",
                               allowed=one_of("schedule", "apex"))
-    ray_address: str = _field("", "ray: address of a running Ray cluster (auto: the one this machine joined); "
-                                  "empty: start Ray on this machine")
+    ray_address: str = _field("", "ray: address of a running Ray cluster (auto: the one this machine joined, "
+                                  "else any Ray running here); empty: start Ray of the run's own on 127.0.0.1")
     cpus_per_actor: float = _field(1.0, "ray: CPUs the Ray scheduler reserves per actor (spreads actors over a "
                                         "cluster)",
                                    allowed=POSITIVE)
