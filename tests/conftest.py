@@ -29,16 +29,17 @@ def no_process_left():
     yield
     left = [child for child in psutil.Process().children() if child.pid not in before
             and not any(helper in " ".join(cmdline(child)) for helper in HELPERS)]
-    trees = [process for child in left for process in (*_descendants(child), child)]
+    trees = [process for child in left for process in (*descendants(child.pid), child)]
     for process in trees:
         with contextlib.suppress(psutil.NoSuchProcess):
             process.kill()
     psutil.wait_procs(trees, timeout=30)
 
 
-def _descendants(process: psutil.Process) -> list[psutil.Process]:
+def descendants(pid: int) -> list[psutil.Process]:
+    """Its children, theirs, and so on; [] where it has ended."""
     try:
-        return process.children(recursive=True)
+        return psutil.Process(pid).children(recursive=True)
     except psutil.NoSuchProcess:
         return []
 

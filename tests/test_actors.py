@@ -1,6 +1,5 @@
 """Actors in their own processes (and as Ray actors) feeding one learner: real processes, real signals."""
 
-import contextlib
 import json
 import os
 import re
@@ -15,7 +14,7 @@ import numpy as np
 import psutil
 import pytest
 
-from tests.conftest import REPO, SMALL_CARTPOLE, TINY, checkpoint_steps, cmdline, run_module
+from tests.conftest import REPO, SMALL_CARTPOLE, TINY, cmdline, run_module
 from tfdqn.config import DQNConfig
 from tfdqn.telemetry.tensorboard import read_scalars
 
@@ -25,10 +24,10 @@ PROCESS_ACTORS = ["--actors", "process", "--set", "actors.count=2"]
 class Learner:
     """`python -m tfdqn.train` as a real process whose output is read while it runs, and its actors."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, env: dict | None = None):
         self.process = subprocess.Popen([sys.executable, "-m", "tfdqn.train", *args], cwd=REPO, text=True,
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+                                        env={**(env or os.environ), "TF_CPP_MIN_LOG_LEVEL": "2"})
         self.out, self.err = [], []
         self._readers = [threading.Thread(target=lambda s=stream, lines=lines: lines.extend(s), daemon=True)
                          for stream, lines in ((self.process.stdout, self.out), (self.process.stderr, self.err))]
@@ -290,52 +289,6 @@ def test_ray_actors_run_five_thousand_steps_at_the_configured_ratio(tmp_path):
     updates = dict(read_scalars(tmp_path / "a", "perf/updates_per_sec"))  # written from the first update on
     ratios = [updates[step] / s for step, s in steps if step > 1000]  # every window after learning starts
     assert ratios and all(abs(r * 4 - 1) <= 0.05 for r in ratios), ratios
-
-
-@pytest.mark.slow
-def test_a_killed_ray_actor_comes_back_on_the_runs_one_node(tmp_path):
-    """A restarted actor prefers a node other than the one it died on, that node its fallback: on a Ray of the
-    run's own there is no other, and it must still come back there."""
-    pytest.importorskip("ray")
-    learner = Learner(*TINY, "--actors", "ray", "--set", "actors.cpus_per_actor=0.5", "--total-steps", "1e6",
-                      "--set", "env.step_delay_ms=1", "--set", "replay.audit=true", "--quiet", "--logdir",
-                      str(tmp_path), "--run-name", "a")
-
-    def ray_actors():
-        try:
-            processes = psutil.Process(learner.process.pid).children(recursive=True)
-        except psutil.NoSuchProcess:
-            return []
-        return [p for p in processes if "RayActorWorker" in " ".join(cmdline(p))]
-
-    checkpoints = tmp_path / "a" / "checkpoints"
-    learner.wait_for(lambda: checkpoint_steps(checkpoints), what="a checkpoint")  # both actors answered by then
-    first, other = ray_actors()
-    ray_processes = [learner.process.pid, *(p.pid for p in psutil.Process(learner.process.pid).children(True))]
-    assert _listening_on(ray_processes) == {"127.0.0.1"}  # the run's Ray takes no interface address
-    first.kill()
-    learner.wait_for(lambda: any("restarting it" in line for line in learner.out), what="the restart line")
-    learner.wait_for(lambda: [p for p in ray_actors() if p.pid not in (first.pid, other.pid)], what="a new actor")
-    learned = max(checkpoint_steps(checkpoints))
-    learner.wait_for(lambda: max(checkpoint_steps(checkpoints)) > learned + 1000, what="2 checkpoints more")
-    learner.process.send_signal(signal.SIGINT)
-    assert learner.exit_code() == 130, learner.err
-    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
-    assert summary["actors"]["restarts"] == 1 and summary["replay_audit_checked"] > 0
-    (moved,) = [actor for actor in summary["actors"]["per_actor"] if actor["restarts"]]
-    (kept,) = [actor for actor in summary["actors"]["per_actor"] if not actor["restarts"]]
-    assert len(moved["lives"]) == 2 and moved["lives"][0]["pid"] == first.pid
-    assert {life["node"] for life in moved["lives"]} == {kept["lives"][0]["node"]}  # the fallback: the one node
-
-
-def _listening_on(pids: list[int]) -> set[str]:
-    """The addresses these processes accept connections on (IPv4 ones as IPv6 sockets show them, unmapped)."""
-    addresses = set()
-    for pid in pids:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            addresses |= {c.laddr.ip.removeprefix("::ffff:") for c in psutil.Process(pid).net_connections("inet")
-                          if c.status == psutil.CONN_LISTEN}
-    return addresses
 
 
 def test_a_run_given_an_address_where_no_cluster_answers_stops_at_once_in_one_line_and_starts_no_ray(tmp_path):

@@ -13,20 +13,24 @@ def _bench(*args):
 
 
 def test_each_arm_acts_in_its_own_process_under_its_thread_limit(tmp_path):
+    """Two of the comparisons: a JAX arm and a tfdqn arm each pinned to one core, and the tfdqn arm on every core
+    beside its noisy twin holding its noise (`--pairs`, so that 4 processes start rather than 7)."""
     out, table = tmp_path / "act.json", tmp_path / "act.md"
-    result = _bench("--rounds", "1", "--seconds", "0.2", "--batches", "1", "2", "--out", str(out),
-                    "--table", str(table))
+    pairs = [("tfdqn_one_core", "jax_one_core"), ("tfdqn", "tfdqn_noisy_held")]
+    result = _bench("--rounds", "1", "--seconds", "0.2", "--batches", "1", "2", "--pairs",
+                    *(f"{mine}/{theirs}" for mine, theirs in pairs), "--out", str(out), "--table", str(table))
     assert result.returncode == 0, result.stderr[-2000:]
     results = json.loads(out.read_text())
     (round_,) = results["rounds"]
-    assert set(round_) == set(bench_act.ARMS)
+    assert set(round_) == {arm for pair in pairs for arm in pair}
     for arm, figures in round_.items():
         assert figures["cores"] == (1 if arm.endswith("_one_core") else len(os.sched_getaffinity(0))), arm
         assert figures["1"] > 0 and figures["2"] > 0, arm  # calls/s per batch size; speed is the bench's to show
-    for mine, theirs in bench_act.PAIRS:
+    assert set(pairs) <= set(bench_act.PAIRS)
+    for mine, theirs in pairs:
         assert results["summary"]["ratios"][f"{mine}/{theirs}"]["1"] == [round_[mine]["1"] / round_[theirs]["1"]]
     rows = [line for line in table.read_text().splitlines() if line.startswith("| 1 |") or line.startswith("| 2 |")]
-    assert len(rows) == 2 * len(bench_act.PAIRS) and table.read_text() in result.stdout
+    assert len(rows) == 2 * len(pairs) and table.read_text() in result.stdout
 
 
 def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
@@ -36,6 +40,8 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path):
         result = _bench(*args, "--out", str(out))
         assert result.returncode == 2 and result.stderr.strip().endswith(message), result.stderr
         assert len(result.stderr.strip().splitlines()) == 1
+    result = _bench("--pairs", "jax/tfdqn", "--out", str(out))
+    assert result.returncode == 2 and "--pairs: invalid choice: 'jax/tfdqn'" in result.stderr, result.stderr
     result = _bench("--seconds", "1")
     assert result.returncode == 2 and result.stderr.strip().endswith("--out FILE.json is required")
     assert not out.exists()

@@ -16,7 +16,9 @@ import time
 import psutil
 import pytest
 
-from tests.conftest import REPO, TINY, run_module, wait_for_checkpoints
+from tests.conftest import (REPO, TINY, checkpoint_steps, cmdline, descendants, run_module,
+                            wait_for_checkpoints)
+from tests.test_actors import Learner
 from tools.local_cluster import hosted
 
 pytestmark = pytest.mark.slow
@@ -95,13 +97,46 @@ def test_four_actors_spread_over_the_worker_nodes_a_killed_learner_resumes_and_t
     assert summary["final_eval_return_mean"] >= 475, summary["final_eval_return_mean"]
 
 
-def test_a_run_that_starts_its_own_ray_never_joins_the_cluster_running_here(cluster, tmp_path):
-    """`ray.init()` would join the cluster RAY_ADDRESS names (or the one Ray's temp folder last recorded)."""
-    result = run_module("tfdqn.train", *TINY, "--actors", "ray", "--set", "actors.cpus_per_actor=0.5", "--logdir",
-                        str(tmp_path), "--run-name", "a", env={**os.environ, "RAY_ADDRESS": cluster.address})
-    assert result.returncode == 0, result.stderr
-    nodes = _nodes_of(json.loads((tmp_path / "a" / "summary.json").read_text()))
-    assert len(set(nodes)) == 1 and not set(nodes) & _alive_nodes(cluster)
+def test_a_run_that_starts_its_own_ray_never_joins_the_cluster_running_here_and_a_killed_actor_comes_back(cluster,
+                                                                                                        tmp_path):
+    """`ray.init()` would join the cluster RAY_ADDRESS names (or the one Ray's temp folder last recorded). The run's
+    Ray listens on 127.0.0.1 alone. A restarted actor prefers a node other than the one it died on, that node its
+    fallback: on a Ray of the run's own there is no other, and it must still come back there."""
+    learner = Learner(*TINY, "--actors", "ray", "--set", "actors.cpus_per_actor=0.5", "--total-steps", "1e6",
+                      "--set", "env.step_delay_ms=1", "--set", "replay.audit=true", "--quiet", "--logdir",
+                      str(tmp_path), "--run-name", "a", env={**os.environ, "RAY_ADDRESS": cluster.address})
+
+    def ray_actors():
+        return [p for p in descendants(learner.process.pid) if "RayActorWorker" in " ".join(cmdline(p))]
+
+    checkpoints = tmp_path / "a" / "checkpoints"
+    learner.wait_for(lambda: checkpoint_steps(checkpoints), what="a checkpoint")  # both actors answered by then
+    first, other = ray_actors()
+    assert _listening_on([learner.process.pid, *(p.pid for p in descendants(learner.process.pid))]) == {"127.0.0.1"}
+    first.kill()
+    learner.wait_for(lambda: any("restarting it" in line for line in learner.out), what="the restart line")
+    learner.wait_for(lambda: [p for p in ray_actors() if p.pid not in (first.pid, other.pid)], what="a new actor")
+    learned = max(checkpoint_steps(checkpoints))
+    learner.wait_for(lambda: max(checkpoint_steps(checkpoints)) > learned, what="a checkpoint more")
+    learner.process.send_signal(signal.SIGINT)
+    assert learner.exit_code() == 130, learner.err
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert summary["actors"]["restarts"] == 1 and summary["replay_audit_checked"] > 0
+    (moved,) = [actor for actor in summary["actors"]["per_actor"] if actor["restarts"]]
+    (kept,) = [actor for actor in summary["actors"]["per_actor"] if not actor["restarts"]]
+    assert len(moved["lives"]) == 2 and moved["lives"][0]["pid"] == first.pid
+    assert {life["node"] for life in moved["lives"]} == {kept["lives"][0]["node"]}  # the fallback: the one node
+    assert not {kept["lives"][0]["node"]} & _alive_nodes(cluster)  # not a node of the cluster
+
+
+def _listening_on(pids: list[int]) -> set[str]:
+    """The addresses these processes accept connections on (IPv4 ones as IPv6 sockets show them, unmapped)."""
+    addresses = set()
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            addresses |= {c.laddr.ip.removeprefix("::ffff:") for c in psutil.Process(pid).net_connections("inet")
+                          if c.status == psutil.CONN_LISTEN}
+    return addresses
 
 
 def test_a_node_without_the_clusters_token_cannot_join(cluster, tmp_path):

@@ -2,7 +2,8 @@
 peer and beside tfdqn's own network with noisy layers, each arm in a process of its own and the arms
 alternating round by round.
 
-    python -m tools.bench_act [--rounds 3] [--seconds 2] [--batches 1 8] --out FILE.json [--table FILE.md]
+    python -m tools.bench_act [--rounds 3] [--seconds 2] [--batches 1 8] [--pairs tfdqn/jax ...] --out FILE.json
+                              [--table FILE.md]
 
 Arms, in the order each round runs them:
   tfdqn           `Actor.act` as the trainer calls it: a NumPy observation in, TensorFlow's default threads
@@ -19,7 +20,8 @@ So each tfdqn arm meets a JAX arm under the same limit on threads, and its noisy
 what a noisy call costs in plain calls. Every figure is `calls_per_second`'s best
 of five slices of an epsilon-greedy act (epsilon 0.05 for the peer; the Atari schedule's start for tfdqn),
 from a new NumPy observation each call, as a training loop hands it. The table gives the median over rounds
-and each round's ratio, tfdqn / JAX and plain / noisy, and the JSON every figure.
+and each round's ratio, tfdqn / JAX and plain / noisy, and the JSON every figure. `--pairs` runs only the arms
+of the comparisons named (default: every one).
 """
 
 from __future__ import annotations
@@ -112,12 +114,13 @@ def _arm_in_child(arm: str, batches: list[int], seconds: float) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def summarize(rounds: list[dict], batches: list[int]) -> dict:
+def summarize(rounds: list[dict], batches: list[int], pairs=PAIRS) -> dict:
     """Medians over rounds per arm and batch, and the first arm's calls/s over the second's per pair, batch and
     round."""
-    medians = {arm: {str(b): statistics.median(r[arm][str(b)] for r in rounds) for b in batches} for arm in ARMS}
+    medians = {arm: {str(b): statistics.median(r[arm][str(b)] for r in rounds) for b in batches}
+               for arm in rounds[0]}
     ratios = {f"{mine}/{theirs}": {str(b): [r[mine][str(b)] / r[theirs][str(b)] for r in rounds] for b in batches}
-              for mine, theirs in PAIRS}
+              for mine, theirs in pairs}
     return {"medians": medians, "ratios": ratios}
 
 
@@ -126,7 +129,7 @@ def table(results: dict) -> str:
     lines = ["| batch | arm | calls/s | against | calls/s | ratio, median | per round |",
              "|---:|---|---:|---|---:|---:|---|"]
     for b in map(str, batches):
-        for mine, theirs in PAIRS:
+        for mine, theirs in map(lambda pair: pair.split("/"), summary["ratios"]):
             per_round = summary["ratios"][f"{mine}/{theirs}"][b]
             lines.append(f"| {b} | {mine} | {summary['medians'][mine][b]:,.0f} | {theirs} | "
                          f"{summary['medians'][theirs][b]:,.0f} | {statistics.median(per_round):.2f} | "
@@ -139,6 +142,9 @@ def build_parser() -> OneLineErrorParser:
     parser.add_argument("--rounds", type=number(int), default=3, help="rounds of all the arms (default 3)")
     parser.add_argument("--seconds", type=number(float), default=2.0, help="seconds per timing (default 2)")
     parser.add_argument("--batches", type=number(int), nargs="+", default=[1, 8], help="batch sizes (default 1 8)")
+    parser.add_argument("--pairs", nargs="+", choices=[f"{mine}/{theirs}" for mine, theirs in PAIRS],
+                        metavar="MINE/THEIRS", help="the comparisons to run (default: every one; "
+                        f"allowed: {', '.join(f'{mine}/{theirs}' for mine, theirs in PAIRS)})")
     parser.add_argument("--out", help="JSON file of every figure")
     parser.add_argument("--table", help="also write the table to this Markdown file")
     parser.add_argument("--arm", choices=ARMS, help=argparse.SUPPRESS)  # the child mode: one arm, one JSON line
@@ -158,16 +164,18 @@ def body(args) -> int:
     if args.arm is not None:
         print(json.dumps(run_arm(args.arm, args.batches, args.seconds)))
         return 0
+    pairs = [tuple(pair.split("/")) for pair in args.pairs] if args.pairs else PAIRS
+    arms = [arm for arm in ARMS if any(arm in pair for pair in pairs)]
     rounds, load_before = [], os.getloadavg()[0]
     for index in range(args.rounds):
-        rounds.append({arm: _arm_in_child(arm, args.batches, args.seconds) for arm in ARMS})
+        rounds.append({arm: _arm_in_child(arm, args.batches, args.seconds) for arm in arms})
         print(f"round {index + 1}: " + ", ".join(f"{arm} {rounds[-1][arm][str(args.batches[0])]:,.0f}"
-                                                  for arm in ARMS) + f" calls/s at batch {args.batches[0]}",
+                                                  for arm in arms) + f" calls/s at batch {args.batches[0]}",
               flush=True)
     results = {"code": provenance(), "cores": len(os.sched_getaffinity(0)),
                "load_average_1min": [load_before, os.getloadavg()[0]],  # other work on the machine, before and after
                "batches": args.batches, "seconds": args.seconds, "rounds": rounds,
-               "summary": summarize(rounds, args.batches)}
+               "summary": summarize(rounds, args.batches, pairs)}
     write_json(pathlib.Path(args.out), results)
     text = table(results)
     if args.table:
