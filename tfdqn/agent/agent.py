@@ -17,7 +17,7 @@ from tfdqn.agent.learner import Learner
 from tfdqn.agent.network_fit import check_augmentation
 from tfdqn.agent.networks import make_network
 from tfdqn.agent.observation_encoder import legal_actions
-from tfdqn.config import ComputeConfig, DQNConfig, ExplorationConfig, LearnerConfig
+from tfdqn.config import ComputeConfig, DQNConfig, ExplorationConfig
 from tfdqn.envs.seeds import derive_seed
 from tfdqn.telemetry.flops import forward_flops
 
