@@ -1,6 +1,8 @@
 """The actors guide's 2 x 4 CartPole example (docs/guide/actors.md): how old the actors' weights and epsilon clock
-are when the learner takes their chunks, as logged, against the bound RemoteCollector's docstring states."""
+are when the learner takes their chunks, as logged, against the bound RemoteCollector's docstring states; and
+that the actors of each kind feed the learner at its configured ratio."""
 
+import json
 import math
 
 import numpy as np
@@ -32,6 +34,15 @@ def test_readme_actors_act_within_the_documented_lag(tmp_path, kind):
                         "--logdir", str(tmp_path), "--run-name", "a", timeout=600)
     assert result.returncode == 0, result.stderr
     config = DQNConfig.for_env("CartPole", {"actors.kind": "process", "actors.count": 2, "actors.envs_per_actor": 4})
+    summary = json.loads((tmp_path / "a" / "summary.json").read_text())
+    per_actor = summary["actors"].pop("per_actor")
+    assert summary["actors"] == {"kind": kind, "count": 2, "envs_per_actor": 4, "restarts": 0, "lost_chunks": 0}
+    assert sum(actor["env_steps"] for actor in per_actor) == summary["env_steps"] == TOTAL_STEPS
+    for actor in per_actor:  # one life each; a CartPole frame is 4 float32
+        (life,) = actor["lives"]
+        assert life["pid"] > 0 and actor["bytes_sent"] >= 16 * actor["env_steps"]
+    # the configured ratio: one update per env step after learning starts (in rounds of 256)
+    assert abs(summary["updates"] / (TOTAL_STEPS - config.run.learning_starts) - 1) <= 0.05, summary["updates"]
     policy = [lag for step, lag in read_scalars(tmp_path / "a", "perf/policy_lag_updates") if step > STEADY_AFTER]
     epsilon = [lag for step, lag in read_scalars(tmp_path / "a", "perf/epsilon_lag_steps") if step > STEADY_AFTER]
     assert len(policy) >= 4 and len(epsilon) == len(policy)  # one per summary window once the actors run steadily
