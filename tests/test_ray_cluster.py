@@ -212,10 +212,8 @@ def test_with_no_node_left_for_actors_the_run_stops_in_one_line_with_its_checkpo
 def _node_running(cluster, command: str) -> dict:
     """The worker node among whose processes' descendants one runs `command` (an actor, a Ray task's child)."""
     for node in cluster.workers:
-        for pid in node["pids"]:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                if any(command in " ".join(p.cmdline()) for p in psutil.Process(pid).children(recursive=True)):
-                    return node
+        if any(command in " ".join(cmdline(p)) for pid in node["pids"] for p in descendants(pid)):
+            return node
     raise AssertionError(f"no worker node runs {command}")
 
 

@@ -114,7 +114,7 @@ def _arm_in_child(arm: str, batches: list[int], seconds: float) -> dict:
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def summarize(rounds: list[dict], batches: list[int], pairs=PAIRS) -> dict:
+def summarize(rounds: list[dict], batches: list[int], pairs) -> dict:
     """Medians over rounds per arm and batch, and the first arm's calls/s over the second's per pair, batch and
     round."""
     medians = {arm: {str(b): statistics.median(r[arm][str(b)] for r in rounds) for b in batches}
@@ -129,8 +129,8 @@ def table(results: dict) -> str:
     lines = ["| batch | arm | calls/s | against | calls/s | ratio, median | per round |",
              "|---:|---|---:|---|---:|---:|---|"]
     for b in map(str, batches):
-        for mine, theirs in map(lambda pair: pair.split("/"), summary["ratios"]):
-            per_round = summary["ratios"][f"{mine}/{theirs}"][b]
+        for pair, per_batch in summary["ratios"].items():
+            (mine, theirs), per_round = pair.split("/"), per_batch[b]
             lines.append(f"| {b} | {mine} | {summary['medians'][mine][b]:,.0f} | {theirs} | "
                          f"{summary['medians'][theirs][b]:,.0f} | {statistics.median(per_round):.2f} | "
                          f"{', '.join(f'{x:.2f}' for x in per_round)} |")
