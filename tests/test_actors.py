@@ -269,16 +269,20 @@ def test_after_the_learner_is_killed_its_actors_exit_and_the_run_resumes_from_it
 
 def test_a_run_given_an_address_where_no_cluster_answers_stops_at_once_in_one_line_and_starts_no_ray(tmp_path):
     """An address where nothing listens, and one that is no host:port (`auto` would join whatever Ray another test
-    runs on this machine: Ray's rule). Ray itself would wait minutes on the first."""
+    runs on this machine: Ray's rule). Ray itself would wait minutes on the first; the run stops before it imports
+    Ray or TensorFlow."""
     pytest.importorskip("ray")
     with socket.socket() as unused:
         unused.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{unused.getsockname()[1]}"
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": str(tmp_path / "tmp")}
+    train = "import sys; from tfdqn.train import main\ntry: sys.exit(main(sys.argv[1:]))\nfinally: print(sorted(" \
+            "{'ray', 'tensorflow'} & set(sys.modules)))"  # what it imported before it stopped
     for given, reason in ((address, "ConnectionRefusedError: "), ("head-node", "not host:port")):
-        result = run_module("tfdqn.train", "--env", "CartPole", "--actors", "ray", "--ray-address", given, "--logdir",
-                            str(tmp_path / "runs"), env=env, timeout=60)
-        assert (result.returncode, result.stderr.count("\n")) == (2, 1), result.stderr
+        result = subprocess.run([sys.executable, "-c", train, "--env", "CartPole", "--actors", "ray", "--ray-address",
+                                 given, "--logdir", str(tmp_path / "runs")], cwd=REPO, capture_output=True, text=True,
+                                env=env, timeout=60)
+        assert (result.returncode, result.stderr.count("\n"), result.stdout) == (2, 1, "[]\n"), result
         assert result.stderr.startswith(f"python -m tfdqn.train: error: actors.ray_address {given!r}: no Ray cluster "
                                         f"answers there ({reason}")
         assert not list(tmp_path.glob("runs/*")) and not list(tmp_path.glob("tmp/ray/session_*"))  # no run, no Ray

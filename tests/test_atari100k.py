@@ -84,7 +84,7 @@ def _overlap(spans) -> bool:
 
 
 @pytest.mark.slow
-def test_runs_go_two_at_once_and_the_record_keeps_every_run_it_holds(tmp_path):
+def test_runs_go_two_at_once_another_set_is_another_recipe_and_the_record_keeps_every_run_it_holds(tmp_path):
     record = tmp_path / "a.json"
     result = _atari100k(tmp_path, "--seeds", "0", "1", "2", "--out", str(record))
     assert result.returncode == 0, result.stderr
@@ -111,45 +111,39 @@ def test_runs_go_two_at_once_and_the_record_keeps_every_run_it_holds(tmp_path):
     assert own["runs_per_game"] == 3 and own["band95"][0] < own["mean"] < own["band95"][1]
     assert "Like with like: DrQ(ε)'s IQM over these games from 3 of its runs per game" in result.stdout
     assert 0.5 < report["aggregate"]["iqm_ci95_coverage"] < 0.95
+    # another --set is another recipe: trained, not read back from seed 0's folder, and reported apart
+    other = _atari100k(tmp_path, "--seeds", "0", "--out", str(record), "--set=learner.n_step=3")
+    assert other.returncode == 0, other.stderr
+    assert "1 run to train" in other.stdout and "| Pong | 1 |" in other.stdout
+    held = json.loads(record.read_text())["runs"]
+    assert len({run["config_hash"] for run in held}) == 2 and len({run["run_dir"] for run in held}) == 4
+    for run in held:  # each label names its own recipe: drq_eps's 10-step returns, or the --set's 3
+        assert run["config"]["learner"]["n_step"] == (3 if "learner.n_step=3" in run["set"] else 10)
+    assert "The record also holds runs of other recipes, reported apart: 3 of" in other.stdout
+    assert "(theirs -> this recipe's: learner.n_step 10 -> 3)" in other.stdout  # how the other recipe differs
+    # a folder that holds another recipe under this one's name is refused, never read back or resumed as it
+    (third,) = [pathlib.Path(run["run_dir"]) for run in held if "learner.n_step=3" in run["set"]]
+    (third / "config.yaml").write_bytes(pathlib.Path(runs[0]["run_dir"], "config.yaml").read_bytes())
+    (third / "summary.json").unlink()
+    refused = _atari100k(tmp_path, "--seeds", "0", "--out", str(tmp_path / "b.json"), "--set=learner.n_step=3")
+    assert (refused.returncode, refused.stderr.count("\n")) == (2, 1), refused.stderr
+    assert f"run folder {third} holds recipe" in refused.stderr and "allowed: move the folder away" in refused.stderr
+    assert not (tmp_path / "b.json").exists()
     # the folders gone, a report on seeds 0 and 1 trains nothing and keeps seed 2 in the record
     shutil.rmtree(tmp_path / "runs")
     subset = _atari100k(tmp_path, "--seeds", "0", "1", "--out", str(record))
     assert subset.returncode == 0 and "nothing to train" in subset.stdout and "| Pong | 2 |" in subset.stdout
-    assert json.loads(record.read_text())["runs"] == results["runs"]
+    assert json.loads(record.read_text())["runs"] == held
     # a report-only look without --seeds reports the seeds the record holds, and writes nothing to it
     before = record.read_bytes()
     look = _atari100k(tmp_path, "--report-only", "--out", str(record))
     assert look.returncode == 0 and "| Pong | 3 |" in look.stdout, look.stdout + look.stderr
     assert record.read_bytes() == before
-    # a run leaves the record only when a flag names it
+    # a run leaves the record only when a flag names it, and only the run of this recipe
     removed = _atari100k(tmp_path, "--seeds", "0", "--report-only", "--remove", "Pong:2", "--out", str(record))
     assert removed.returncode == 0, removed.stderr
-    assert sorted(run["seed"] for run in json.loads(record.read_text())["runs"]) == [0, 1]
-
-
-@pytest.mark.slow
-def test_another_set_is_another_recipe_trained_and_recorded_apart(tmp_path):
-    record = tmp_path / "a.json"
-    first = _atari100k(tmp_path, "--seeds", "0", "--out", str(record))
-    assert first.returncode == 0, first.stderr
-    second = _atari100k(tmp_path, "--seeds", "0", "--out", str(record), "--set=learner.n_step=3")
-    assert second.returncode == 0, second.stderr
-    assert "1 run to train" in second.stdout  # trained, not read back from the first run's folder
-    runs = json.loads(record.read_text())["runs"]
-    assert len({run["config_hash"] for run in runs}) == 2 and len({run["run_dir"] for run in runs}) == 2
-    for run in runs:  # each label names its own recipe: drq_eps's 10-step returns, or the --set's 3
-        assert run["config"]["learner"]["n_step"] == (3 if "learner.n_step=3" in run["set"] else 10)
-    assert "| Pong | 1 |" in second.stdout
-    assert "The record also holds runs of other recipes, reported apart: 1 of" in second.stdout
-    assert "(theirs -> this recipe's: learner.n_step 10 -> 3)" in second.stdout  # how the other recipe differs
-    # a folder that holds another recipe under this one's name is refused, never read back or resumed as it
-    first_dir, second_dir = (pathlib.Path(run["run_dir"]) for run in sorted(runs, key=lambda run: len(run["set"])))
-    (second_dir / "config.yaml").write_bytes((first_dir / "config.yaml").read_bytes())
-    (second_dir / "summary.json").unlink()
-    third = _atari100k(tmp_path, "--seeds", "0", "--out", str(tmp_path / "b.json"), "--set=learner.n_step=3")
-    assert (third.returncode, third.stderr.count("\n")) == (2, 1), third.stderr
-    assert f"run folder {second_dir} holds recipe" in third.stderr and "allowed: move the folder away" in third.stderr
-    assert not (tmp_path / "b.json").exists()
+    assert sorted((run["seed"], "learner.n_step=3" in run["set"]) for run in json.loads(record.read_text())["runs"]) == [
+        (0, False), (0, True), (1, False)]
 
 
 @pytest.mark.slow

@@ -164,15 +164,15 @@ SKIPPED = textwrap.dedent("""
     from tfdqn.cli import UNUSED_BY_TENSORFLOW_IMPORT, start_tensorflow
     start_tensorflow()
     print(sorted(name for name in UNUSED_BY_TENSORFLOW_IMPORT if name in sys.modules))
-    import jax, matplotlib.pyplot  # still importable afterwards
-    print(jax.numpy.add(1, 2), matplotlib.pyplot.figure is not None)
+    import jax, matplotlib.pyplot, pandas  # still importable afterwards
+    print(jax.numpy.add(1, 2), matplotlib.pyplot.figure is not None, len(pandas.DataFrame({"a": [1, 2]})))
 """)
 
 
 def test_start_tensorflow_skips_optional_packages_it_would_import_for_nothing_and_leaves_them_importable():
     result = _python(SKIPPED)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "[]\n3 True\n"
+    assert result.stdout == "[]\n3 True 2\n"
 
 
 @pytest.mark.parametrize("text, expected, value", [

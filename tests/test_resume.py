@@ -50,7 +50,7 @@ def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert process.returncode == -signal.SIGKILL
-    result = run_module("tfdqn.train", "--resume", str(run_dir), "--quiet")
+    result = train_in_process("--resume", str(run_dir), "--quiet")  # a fresh process resumes in test_replay_audit
     assert result.returncode == 0, result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["env_steps"] == 1500 and summary["resumed_from_env_steps"] >= 1000
@@ -82,7 +82,7 @@ def test_the_shipped_cartpole_config_stopped_and_resumed_repeats_the_uninterrupt
     _wait_for(run_dir / "checkpoints", process, timeout=240, pattern="ckpt-2048.complete")
     process.send_signal(signal.SIGKILL)
     process.wait()
-    result = run_module("tfdqn.train", "--resume", str(run_dir), "--quiet")
+    result = train_in_process("--resume", str(run_dir), "--quiet")
     assert result.returncode == 0, result.stderr
     whole, resumed = (json.loads((tmp_path / name / "summary.json").read_text()) for name in ("whole", "killed"))
     assert resumed["resumed_from_env_steps"] == 2048 and resumed["env_steps"] == whole["env_steps"] == 4096
@@ -96,7 +96,7 @@ def test_resume_extends_total_steps(tmp_path):
     args = [*SMALL_CARTPOLE, "--total-steps", "600", "--learning-starts", "200", "--quiet",
             "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "r"]
     assert train_in_process(*args).returncode == 0
-    result = run_module("tfdqn.train", "--resume", str(tmp_path / "r"), "--total-steps", "900", "--quiet")
+    result = train_in_process("--resume", str(tmp_path / "r"), "--total-steps", "900", "--quiet")
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     assert (summary["env_steps"], summary["resumed_from_env_steps"], summary["updates"]) == (900, 600, 700)
@@ -179,7 +179,7 @@ def test_a_crashing_env_is_reported_in_one_line_with_the_checkpoint_kept(tmp_pat
     assert len(lines) == 1, result.stderr
     assert "failed at env step 701: RuntimeError: simulator lost its connection" in lines[0]
     assert "last checkpoint: env step 500" in lines[0]
-    resumed = run_module("tfdqn.train", "--resume", str(tmp_path / "crash"), "--quiet")
+    resumed = train_in_process("--resume", str(tmp_path / "crash"), "--quiet")
     assert resumed.returncode == 1 and "resumed from env step 500" in resumed.stdout
 
 
@@ -237,7 +237,7 @@ def test_resume_drops_a_torn_last_line_of_episodes_csv_and_appends_after_it(tmp_
     text = episodes.read_text()
     rows = text.splitlines()
     episodes.write_text(text[: len(text) - len(rows[-1]) + 1])  # the last row cut after its second character
-    resumed = run_module("tfdqn.train", "--resume", str(run_dir), "--total-steps", "900", "--quiet")
+    resumed = train_in_process("--resume", str(run_dir), "--total-steps", "900", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     assert f"warning: {episodes}: dropped 1 line(s) torn by a crash mid-write (first: {rows[-1][:2]!r})" \
         in resumed.stderr

@@ -31,9 +31,10 @@ def _stderr_to_file():
 
 
 # Optional packages that TensorFlow's import pulls in only for features tfdqn never uses, when they happen
-# to be installed: tf.lite's JAX converter imports jax and Keras' image-gallery plots import matplotlib
-# (their cost is in docs/experiments/cartpole.md, Start-up). Both guard the import with `except ImportError`.
-UNUSED_BY_TENSORFLOW_IMPORT = ("jax", "matplotlib")
+# to be installed: tf.lite's JAX converter imports jax, Keras' image-gallery plots import matplotlib and its
+# array slicing for `fit` imports pandas (their cost is in docs/experiments/cartpole.md, Start-up). Each guards
+# the import with `except ImportError`.
+UNUSED_BY_TENSORFLOW_IMPORT = ("jax", "matplotlib", "pandas")
 
 
 @contextlib.contextmanager

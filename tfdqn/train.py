@@ -231,6 +231,10 @@ def _main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         refuse_if_held(run_dir)
     else:
         run_dir = choose_run_dir(args.logdir, args.run_name, config)
+    if config.actors.kind == "ray" and config.actors.ray_address:  # a wrong address: one line before TensorFlow
+        from tfdqn.actors.ray_actors import check_answers
+
+        check_answers(config.actors.ray_address, "actors.ray_address")
     start_tensorflow()
     from tfdqn.run.loop import train  # imports TensorFlow
 

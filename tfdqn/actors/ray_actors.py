@@ -65,8 +65,9 @@ def import_ray(own: bool):
     return ray
 
 
-def _check_answers(address: str, named: str) -> None:
-    """One line at once where nothing listens at a host:port address (`auto` is Ray's to find)."""
+def check_answers(address: str, named: str) -> None:
+    """One line at once where nothing listens at a host:port address (`auto` is Ray's to find); `tfdqn train` asks
+    before it starts TensorFlow, and `join_cluster` again as it joins."""
     if address == "auto":
         return
     host, _, port = address.rpartition("://")[2].rpartition(":")
@@ -85,7 +86,7 @@ def _no_cluster(address: str, named: str, reason: str) -> UserError:
 def join_cluster(ray, address: str, named: str) -> None:
     """Join the running cluster at `address`, never starting one; where none answers, one line naming `named`, the
     option that gave the address."""
-    _check_answers(address, named)
+    check_answers(address, named)
     try:
         ray.init(address=address, logging_level=logging.ERROR, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as error:
