@@ -175,7 +175,7 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
     # One env and eight updates of 256 per env step: learning runs several times slower than the warm-up's acting.
     # 20,000 warm-up steps outlast the 3 s the line waits for even at 4,000 steps/s, so it is the warm-up's line
     # (a shorter warm-up has it said as learning begins, as tests/test_pace.py checks).
-    result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "21000", "--learning-starts", "20000",
+    result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "20512", "--learning-starts", "20000",
                         "--training-interval", "0.125", "--set", "run.num_envs=1", "--set", "replay.batch_size=256",
                         "--set", "run.log_every=100000",
                         "--set", "run.final_eval_episodes=2", "--logdir", str(tmp_path), "--run-name", "r")
@@ -187,7 +187,7 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
                          "replay: 50,000 transitions, 0.00 GiB (2,900,072 bytes, 58 per transition)"]
     # Said once the warm-up's rate is measured: the time left, the learning to come and the update's cost.
     acting, learning = map(lambda figure: float(figure.replace(",", "")), re.fullmatch(
-        r"time left: about \d+ (?:s|min) for [\d,]+ env steps: [\d,]+ of warm-up at ([\d,]+)/s, then 1,000 learning at "
+        r"time left: about \d+ (?:s|min) for [\d,]+ env steps: [\d,]+ of warm-up at ([\d,]+)/s, then 512 learning at "
         r"about ([\d,]+)/s: 8 updates of \d+\.\d ms per env step \((?:and \d+|with \d+) periodic evaluations of 10 "
         r"games and the final evaluation's 4 games(?:, not timed yet|: \d+ (?:s|min) at [\d.e-]+ s a game)\)",
         lines[4]).groups())
@@ -212,7 +212,7 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
     # Through learning's rounds of 2,048 updates, seconds each, the bar was still drawn each second: its clock moved.
     clocks = [_seconds(re.search(r"\[(\S+)<", bar).group(1)) for bar in bars]
     assert max(later - earlier for earlier, later in zip(clocks, clocks[1:])) <= 3, clocks
-    _check_time_left(bars, 20000, 21000)
+    _check_time_left(bars, 20000, 20512)
     # One rate per bar, and the returns told apart: the exploration games' and the newest evaluation's.
     evaluated = ["-", *(f"{float(row.split(',')[2]):.1f}" for row in
                        (run_dir / "evaluations.csv").read_text().splitlines()[1:])]
@@ -293,18 +293,18 @@ def test_a_start_that_fails_leaves_no_folder_prints_no_folder_line_and_print_con
 
 @pytest.mark.slow
 def test_the_bar_names_an_evaluation_while_it_plays_keeps_its_clock_moving_and_the_time_left_counts_them(tmp_path):
-    # 600 greedy games of MountainCar, 200 steps each (an untrained network never reaches the flag): seconds of play
+    # 300 greedy games of MountainCar, 200 steps each (an untrained network never reaches the flag): seconds of play
     # at env steps 1,000, 2,000 and 3,000 (the last), then 1 game of each of two networks at the end. Four updates per
     # env step make learning last long enough for the time-left line (3 s of rate, evaluations left out).
     result = run_module("tfdqn.train", "--env", "MountainCar", "--total-steps", "3000", "--learning-starts", "500",
-                        "--training-interval", "0.25", "--set", "run.eval_every=1000", "--set", "run.eval_episodes=600",
+                        "--training-interval", "0.25", "--set", "run.eval_every=1000", "--set", "run.eval_episodes=300",
                         "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "r")
     assert result.returncode == 0, result.stderr
     bars = _bar_lines(result.stderr)
-    playing = [bar for bar in bars if "| evaluating: 600 games at env step 1,000]" in bar]
+    playing = [bar for bar in bars if "| evaluating: 300 games at env step 1,000]" in bar]
     clocks = [_seconds(re.search(r"\[(\S+)<", bar).group(1)) for bar in playing]
     assert len(set(clocks)) >= 2, playing  # said as it began, and drawn again each second while it played
     # The time-left line, said again once an evaluation was timed, counts the two periodic ones and the final one.
     timed = [line for line in _stdout_lines(result) if line.startswith("time left:") and " s a game)" in line]
-    assert len(timed) == 1 and re.search(r"\(with 2 periodic evaluations of 600 games and the final evaluation's 2 "
+    assert len(timed) == 1 and re.search(r"\(with 2 periodic evaluations of 300 games and the final evaluation's 2 "
                                          r"games: \d+ (?:s|min) at [\d.e-]+ s a game\)$", timed[0]), timed

@@ -9,6 +9,7 @@ import sys
 
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, add_import_option, import_modules, number, run_cli, start_tensorflow
+from tfdqn.envs.names import resolve_env_id
 from tfdqn.errors import UserError
 from tfdqn.policy.locate import locate_network
 
@@ -43,6 +44,7 @@ def _main(args: argparse.Namespace) -> int:
         raise UserError(f"--video {args.video!r} is not an .mp4 path; allowed: FILE.mp4")
     import_modules(args)
     config = config_lib.build_config([location.config_file], {"run.seed": args.seed})  # its errors before TensorFlow
+    resolve_env_id(config.env.id)  # and an env no module registered (one --import would)
 
     start_tensorflow()
     from tfdqn.policy.evaluation import evaluate_network
