@@ -159,7 +159,7 @@ def test_five_sigkills_at_random_moments_leave_a_clean_audit_and_the_counts_of_a
                                                     "replay.sampler=prioritized", "--set", "replay.compression=zstd"],
                 "async-device-prioritized": ["--set", "run.async_learner=true", "--set", "replay.device=accelerator",
                                              "--set", "replay.sampler=prioritized"]}[mode]
-    args = [*SMALL_CARTPOLE, "--total-steps", "4000", "--learning-starts", "200", "--checkpoint-every", "250",
+    args = [*SMALL_CARTPOLE, "--total-steps", "3000", "--learning-starts", "200", "--checkpoint-every", "250",
             "--training-interval", "2", *AUDITED, *settings, "--logdir", str(tmp_path)]  # half the updates' time
     assert train_in_process(*args, "--run-name", "whole").returncode == 0
     run_dir, rng = tmp_path / "killed", np.random.default_rng(5)
@@ -184,6 +184,6 @@ def test_five_sigkills_at_random_moments_leave_a_clean_audit_and_the_counts_of_a
     if mode == "prefetch-prioritized-compressed":  # a synchronous mode: the same run, game for game and bit for bit
         assert (run_dir / "episodes.csv").read_text() == (tmp_path / "whole" / "episodes.csv").read_text()
         assert killed["final_eval_returns"] == whole["final_eval_returns"]
-        resumed, uninterrupted = (variables(tmp_path / name / "checkpoints" / "ckpt-4000") for name in ("killed", "whole"))
+        resumed, uninterrupted = (variables(tmp_path / name / "checkpoints" / "ckpt-3000") for name in ("killed", "whole"))
         assert [name for name in uninterrupted if not np.array_equal(resumed[name], uninterrupted[name])] == []
 
