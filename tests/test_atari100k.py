@@ -142,8 +142,8 @@ def test_runs_go_two_at_once_another_set_is_another_recipe_and_the_record_keeps_
     # a run leaves the record only when a flag names it, and only the run of this recipe
     removed = _atari100k(tmp_path, "--seeds", "0", "--report-only", "--remove", "Pong:2", "--out", str(record))
     assert removed.returncode == 0, removed.stderr
-    assert sorted((run["seed"], "learner.n_step=3" in run["set"]) for run in json.loads(record.read_text())["runs"]) == [
-        (0, False), (0, True), (1, False)]
+    held = json.loads(record.read_text())["runs"]
+    assert sorted((run["seed"], "learner.n_step=3" in run["set"]) for run in held) == [(0, False), (0, True), (1, False)]
 
 
 @pytest.mark.slow

@@ -68,7 +68,8 @@ def _host(workers: int, cpus_per_worker: float, token: str, stop: threading.Even
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, shutdown_at_exit=True,
-                      head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False, "_system_config": HEALTH_CHECKS})
+                      head_node_args={**NODE, "num_cpus": 0, "include_dashboard": False,
+                                      "_system_config": HEALTH_CHECKS})
     try:
         nodes = [_add_worker(cluster, cpus_per_worker) for _ in range(workers)]
         print(json.dumps({"address": cluster.address, "token": token, "head": _node(cluster.head_node),
@@ -154,6 +155,7 @@ class LocalCluster:
 
 
 def _ended(process: psutil.Process) -> bool:
+    """Gone, or a zombie its parent has not reaped: either way it runs nothing."""
     try:
         return process.status() == psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
@@ -180,7 +182,7 @@ def hosted(log: pathlib.Path, workers: int = 2, cpus_per_worker: float = 2):
         host.terminate()
         host.wait(timeout=120)
         _, alive = psutil.wait_procs(processes, timeout=30)
-        left = [process.pid for process in alive if process.status() != psutil.STATUS_ZOMBIE]
+        left = [process.pid for process in alive if not _ended(process)]
         if left:
             raise RuntimeError(f"the local cluster left processes behind: {left}")
 
