@@ -175,7 +175,7 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
     # One env and eight updates of 256 per env step: learning runs several times slower than the warm-up's acting.
     # 20,000 warm-up steps outlast the 3 s the line waits for even at 4,000 steps/s, so it is the warm-up's line
     # (a shorter warm-up has it said as learning begins, as tests/test_pace.py checks).
-    result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "20512", "--learning-starts", "20000",
+    result = run_module("tfdqn.train", "--env", "CartPole", "--total-steps", "21000", "--learning-starts", "20000",
                         "--training-interval", "0.125", "--set", "run.num_envs=1", "--set", "replay.batch_size=256",
                         "--set", "run.log_every=100000",
                         "--set", "run.final_eval_episodes=2", "--logdir", str(tmp_path), "--run-name", "r")
@@ -187,7 +187,7 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
                          "replay: 50,000 transitions, 0.00 GiB (2,900,072 bytes, 58 per transition)"]
     # Said once the warm-up's rate is measured: the time left, the learning to come and the update's cost.
     acting, learning = map(lambda figure: float(figure.replace(",", "")), re.fullmatch(
-        r"time left: about \d+ (?:s|min) for [\d,]+ env steps: [\d,]+ of warm-up at ([\d,]+)/s, then 512 learning at "
+        r"time left: about \d+ (?:s|min) for [\d,]+ env steps: [\d,]+ of warm-up at ([\d,]+)/s, then 1,000 learning at "
         r"about ([\d,]+)/s: 8 updates of \d+\.\d ms per env step \((?:and \d+|with \d+) periodic evaluations of 10 "
         r"games and the final evaluation's 4 games(?:, not timed yet|: \d+ (?:s|min) at [\d.e-]+ s a game)\)",
         lines[4]).groups())
@@ -212,7 +212,7 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
     # Through learning's rounds of 2,048 updates, seconds each, the bar was still drawn each second: its clock moved.
     clocks = [_seconds(re.search(r"\[(\S+)<", bar).group(1)) for bar in bars]
     assert max(later - earlier for earlier, later in zip(clocks, clocks[1:])) <= 3, clocks
-    _check_time_left(bars, 20000, 20512)
+    _check_time_left(bars, 20000, 21000)
     # One rate per bar, and the returns told apart: the exploration games' and the newest evaluation's.
     evaluated = ["-", *(f"{float(row.split(',')[2]):.1f}" for row in
                        (run_dir / "evaluations.csv").read_text().splitlines()[1:])]
