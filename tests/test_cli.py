@@ -166,13 +166,17 @@ SKIPPED = textwrap.dedent("""
     print(sorted(name for name in UNUSED_BY_TENSORFLOW_IMPORT if name in sys.modules))
     import jax, matplotlib.pyplot, pandas  # still importable afterwards
     print(jax.numpy.add(1, 2), matplotlib.pyplot.figure is not None, len(pandas.DataFrame({"a": [1, 2]})))
+    import importlib.util
+    if importlib.util.find_spec("IPython"):  # no dependency of tfdqn's: where installed, importable afterwards too
+        import IPython
+        print(IPython.get_ipython())
 """)
 
 
 def test_start_tensorflow_skips_optional_packages_it_would_import_for_nothing_and_leaves_them_importable():
     result = _python(SKIPPED)
     assert result.returncode == 0, result.stderr
-    assert result.stdout == "[]\n3 True 2\n"
+    assert result.stdout == "[]\n3 True 2\n" + ("None\n" if importlib.util.find_spec("IPython") else "")
 
 
 @pytest.mark.parametrize("text, expected, value", [

@@ -31,10 +31,11 @@ def _stderr_to_file():
 
 
 # Optional packages that TensorFlow's import pulls in only for features tfdqn never uses, when they happen
-# to be installed: tf.lite's JAX converter imports jax, Keras' image-gallery plots import matplotlib and its
-# array slicing for `fit` imports pandas (their cost is in docs/experiments/cartpole.md, Start-up). Each guards
-# the import with `except ImportError`.
-UNUSED_BY_TENSORFLOW_IMPORT = ("jax", "matplotlib", "pandas")
+# to be installed: tf.lite's JAX converter imports jax, Keras' image-gallery plots import matplotlib, its
+# array slicing for `fit` imports pandas and its file editor's notebook display imports IPython (their cost is
+# in docs/experiments/cartpole.md, Start-up). Each guards the import with `except ImportError`; in a notebook
+# IPython is already imported, so nothing is hidden from it there.
+UNUSED_BY_TENSORFLOW_IMPORT = ("jax", "matplotlib", "pandas", "IPython")
 
 
 @contextlib.contextmanager
