@@ -155,20 +155,21 @@ def _seconds(interval: str) -> int:
     return seconds
 
 
-def _check_time_left(bars: list[str], learning_starts: int, total: int) -> None:
-    """Each bar of the warm-up's last quarter shows a time left nearer the time the run then took to the end than
-    the remaining steps at the bar's rate (tqdm's own), which ignores the slower learning and the evaluations to
-    come. There they are most of the time left, while the warm-up still to go is seconds: a change in the other
-    tests' load over those seconds moves the run's end by less than they weigh (earlier bars, with more of the
-    warm-up to go, can see that load change the run's end by more than tqdm's estimate leaves out)."""
+def _check_time_left(bars: list[str], learning_starts: int) -> None:
+    """Each bar of the warm-up's last quarter counts the learning and evaluations to come in its time left: what it
+    shows beyond the warm-up still to go (at the bar's rate) is within a factor of 3 of the time the run then took
+    beyond it. The factor is the other tests' load: the update's cost is timed over 0.2 s as the run starts, and
+    on two cores that load can halve or double it by the time learning runs (a run here saw its learning take 8.5 s
+    where the timed cost said 18.5 s). tqdm's own estimate counts the 1,000 learning steps at the warm-up's rate,
+    about 1 s against the 8 s or more they take (8 updates of 256 each), below a third of it."""
     end = _seconds(re.search(r"\[(\S+)<", bars[-1]).group(1))
     checked = 0
     for bar in bars:
         n, elapsed, left, rate = re.search(r"\| (\d+)/\d+ \[(\S+)<(\S+), ([\d.]+|\?)step/s", bar).groups()
         if 3 * learning_starts // 4 <= int(n) < learning_starts and "?" not in (left, rate):
-            taken = end - _seconds(elapsed)
-            naive = (total - int(n)) / float(rate)  # tqdm's own estimate; the bar shows whole seconds
-            assert abs(_seconds(left) - taken) < abs(naive - taken) + 1, (bar, bars[-1])
+            warm_up = (learning_starts - int(n)) / float(rate)  # the warm-up still to go; the bar shows whole seconds
+            counted, taken = _seconds(left) - warm_up, end - _seconds(elapsed) - warm_up
+            assert taken / 3 - 1 < counted < 3 * taken + 1, (bar, bars[-1])
             checked += 1
     assert checked, bars
 
@@ -215,7 +216,7 @@ def test_a_run_says_where_it_writes_and_its_length_moves_its_bar_every_second_an
     # Through learning's rounds of 2,048 updates, seconds each, the bar was still drawn each second: its clock moved.
     clocks = [_seconds(re.search(r"\[(\S+)<", bar).group(1)) for bar in bars]
     assert max(later - earlier for earlier, later in zip(clocks, clocks[1:])) <= 3, clocks
-    _check_time_left(bars, 20000, 21000)
+    _check_time_left(bars, 20000)
     # One rate per bar, and the returns told apart: the exploration games' and the newest evaluation's.
     evaluated = ["-", *(f"{float(row.split(',')[2]):.1f}" for row in
                        (run_dir / "evaluations.csv").read_text().splitlines()[1:])]
