@@ -25,8 +25,10 @@ pytestmark = pytest.mark.slow
 SWEEP = ["atari100k", "--preset", "drq_eps", "--games", "Pong", "--reps", "200",
          "--set=run.total_steps=340", "--set=run.learning_starts=300", "--set=replay.capacity=1000",
          "--set=run.final_eval_episodes=2", "--set=env.max_episode_frames=800", "--cpus-per-run", "2"]
+# The run stops once 20 fresh games confirm 490, so that the product's own 10 games clear 475: a stop at 475 let a
+# network confirmed at 482.2 (most games 500, a few near 400) play 464.6 in its final evaluation.
 CARTPOLE_TO_475 = ["--env", "CartPole", "--actors", "ray", "--set", "actors.count=4", "--set", "actors.chunk_steps=32",
-                   "--total-steps", "30000", "--set", "run.target_return=475", "--set", "run.eval_every=1000",
+                   "--total-steps", "30000", "--set", "run.target_return=490", "--set", "run.eval_every=1000",
                    "--set", "run.eval_episodes=5", "--set", "run.confirm_episodes=20",  # a hit 20 fresh games confirm
                    "--set", "run.final_eval_episodes=10", "--quiet"]
 
