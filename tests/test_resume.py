@@ -61,6 +61,25 @@ def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole
     assert [name for name in whole_weights if not np.array_equal(resumed_weights[name], whole_weights[name])] == []
 
 
+def test_the_faults_guides_exactness_table_names_tests_that_exist():
+    """docs/guide/faults.md's "Which runs repeat exactly": each name in its last column is an id of the SIGKILL test
+    above, a test of this file, or a test file that exists (the table named ids that had been renamed)."""
+    text = (REPO / "docs" / "guide" / "faults.md").read_text()
+    table = text.split("## Which runs repeat exactly", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:-1] for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    (mark,) = [m for m in test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run.pytestmark
+               if m.name == "parametrize"]
+    named = [name for row in rows for name in re.findall(r"`([^`]+)`", row[-1])]
+    assert len(rows) >= 10 and len(named) >= 8, rows
+    for name in named:
+        if name.endswith(".py"):
+            assert (REPO / name).is_file(), name
+        elif name.startswith("test_"):
+            assert [f for f in globals() if f.startswith(name.rstrip("."))], name
+        else:
+            assert name in mark.kwargs["ids"], name
+
+
 def variables(prefix) -> dict:
     """Every variable a TensorFlow checkpoint holds (networks, optimizer, counters, RNG) by name, but the run
     clock's seconds, which a stop adds to."""
