@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import tfdqn
+from tests.conftest import REPO
 from tests.test_policy import doc_blocks
 from tfdqn import config as config_lib
 from tfdqn.agent.agent import make_agent
@@ -140,6 +141,12 @@ def _one_line_error(result, *fragments):
 def test_the_command_line_explains_itself_and_names_what_is_allowed(cartpole_run, run_cmd, tmp_path):
     result = run_cmd("tfdqn.export", "--help")
     assert result.returncode == 0 and "--checkpoint latest|best|STEP" in result.stdout and "--out DIR" in result.stdout
+    # as README says, a run's policy folder holds its product, which no other checkpoint's export replaces
+    words = " ".join(result.stdout.split())
+    assert "exports its product (the best-evaluated network with periodic evaluation, else the last) to RUN_DIR/policy" in words
+    assert "never RUN_DIR/policy for a --checkpoint" in words
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "exports the best-evaluated network to `runs/RUN/policy/`" in readme
     run_dir = str(cartpole_run[0])
     _one_line_error(run_cmd("tfdqn.export", run_dir, "--checkpoint", "1200"),
                     "--checkpoint 1200 is not a complete checkpoint", "allowed: latest, 1000, 1500")

@@ -40,8 +40,14 @@ def test_a_breakout_policy_converts_to_builtin_ops_float32_as_the_network_and_in
     assert export_main([str(breakout_run), "--format", "litert", "--quantize", "int8", "--observations", "200",
                         "--out", str(out)]) == 0
     report = json.loads((out / "policy.json").read_text())["litert"]
-    # each file's agreement said in a line (a warning below 95%), and none of the converter's own lines
-    assert capfd.readouterr().err.splitlines() == litert_lines(report)
+    # each file's agreement said in a line, a warning below 95%, and none of the converter's own lines
+    lines = capfd.readouterr().err.splitlines()
+    assert len(lines) == 2, lines
+    for line, kind, name in zip(lines, ("float32", "int8"), ("policy.tflite", "policy-int8.tflite")):
+        agreement = report[kind]["action_agreement"]
+        assert line.removeprefix("warning: ").startswith(f"{name}: its greedy action is the network's on "
+                                                          f"{agreement:.1%} of 200 observations from play"), line
+        assert line.startswith("warning: ") == ("below 95%" in line) == (agreement < 0.95), line
     assert report["float32"]["observations"] == 200 and report["float32"]["action_agreement"] == 1.0
     assert report["float32"]["max_abs_q_difference"] < 1e-4
     for kind, name in (("float32", "policy.tflite"), ("int8", "policy-int8.tflite")):
@@ -50,6 +56,15 @@ def test_a_breakout_policy_converts_to_builtin_ops_float32_as_the_network_and_in
     assert report["int8"]["bytes"] < report["float32"]["bytes"] / 3
     # as measured: docs/experiments/deployment.md gives Breakout's
     assert 0.0 <= report["int8"]["action_agreement"] <= 1.0
+
+
+def test_only_a_file_below_95_percent_agreement_is_warned_of_and_each_in_one_line():
+    files = {kind: {"file": f"{kind}.tflite", "action_agreement": agreement, "observations": 300}
+             for kind, agreement in (("float32", 0.95), ("int8", 0.9467))}
+    assert litert_lines(files) == [
+        "float32.tflite: its greedy action is the network's on 95.0% of 300 observations from play",
+        "warning: int8.tflite: its greedy action is the network's on 94.7% of 300 observations from play, below "
+        "95%: its games can score far less than the network's; play it before deploying it, or deploy policy.tflite"]
 
 
 @pytest.mark.slow
