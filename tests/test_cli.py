@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import REPO, TINY, train_in_process
 from tfdqn import config as config_lib
 from tfdqn.cli import OneLineErrorParser, number, run_cli
+from tfdqn.command import SUBCOMMANDS
 from tfdqn.errors import RunFailure, UserError
 
 # A command line built the way tfdqn.train and tfdqn.evaluate are.
@@ -236,6 +237,8 @@ def test_every_entry_point_has_help_and_keeps_stderr_quiet(argv, tmp_path):
     assert (result.returncode, result.stderr) == (0, ""), result.stderr
     assert result.stdout.startswith(f"usage: python -m {argv[1]} " if argv[1].startswith("tools.") else "usage: ")
     assert list(tmp_path.iterdir()) == []
+    if argv[1] in {module for module, _ in SUBCOMMANDS.values()}:  # a subcommand of tfdqn: a traceback on request
+        assert "--debug" in result.stdout.split("options:")[1], result.stdout
 
 
 @pytest.mark.parametrize("argv, fragment", [
