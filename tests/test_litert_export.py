@@ -32,6 +32,9 @@ print(returns, "tensorflow" in sys.modules, policy.env_id, policy.observation_sh
 """
 
 
+LITERT_FILES = (("float32", "policy.tflite"), ("int8", "policy-int8.tflite"))  # each kind, and its file
+
+
 @pytest.mark.slow
 def test_a_breakout_policy_converts_to_builtin_ops_float32_as_the_network_and_int8_smaller(breakout_run, tmp_path,
                                                                                            capfd):
@@ -43,14 +46,14 @@ def test_a_breakout_policy_converts_to_builtin_ops_float32_as_the_network_and_in
     # each file's agreement said in a line, a warning below 95%, and none of the converter's own lines
     lines = capfd.readouterr().err.splitlines()
     assert len(lines) == 2, lines
-    for line, kind, name in zip(lines, ("float32", "int8"), ("policy.tflite", "policy-int8.tflite")):
+    for line, (kind, name) in zip(lines, LITERT_FILES):
         agreement = report[kind]["action_agreement"]
         assert line.removeprefix("warning: ").startswith(f"{name}: its greedy action is the network's on "
                                                           f"{agreement:.1%} of 200 observations from play"), line
         assert line.startswith("warning: ") == ("below 95%" in line) == (agreement < 0.95), line
     assert report["float32"]["observations"] == 200 and report["float32"]["action_agreement"] == 1.0
     assert report["float32"]["max_abs_q_difference"] < 1e-4
-    for kind, name in (("float32", "policy.tflite"), ("int8", "policy-int8.tflite")):
+    for kind, name in LITERT_FILES:
         model = (out / name).read_bytes()
         assert report[kind]["bytes"] == len(model) and b"Flex" not in model  # builtin ops only
     assert report["int8"]["bytes"] < report["float32"]["bytes"] / 3
