@@ -15,7 +15,7 @@ import pytest
 from tests.conftest import REPO, SMALL_CARTPOLE, checkpoint_steps, train_in_process, wait_for_checkpoints
 from tests.test_resume import variables
 from tfdqn.errors import RunFailure
-from tfdqn.replay.audit import ReplayAudit
+from tfdqn.replay.audit import ReplayAudit, _close
 from tfdqn.replay.frame_codec import encode_frames, make_codec
 from tfdqn.replay.ring import ReplayRing
 
@@ -80,6 +80,16 @@ def test_a_batch_that_differs_from_what_was_written_stops_with_the_slot_named(fi
     ring.audit.check(indices, drawn, *batch[:5])  # the batch as gathered passes
 
 
+def test_the_audits_closeness_of_returns_and_bootstraps_is_numpys_isclose():
+    """The audit compares each transition's n-step return and bootstrap in plain Python: as np.isclose does, at
+    both tolerances it uses, infinities and NaN included."""
+    values = [0.0, -0.0, 1.0, -1.0, 1e-7, 1e-6, 2e-5, 0.9, 0.99, 0.99999, 1.00001, 1.0001, 2.99997, 3.0, 1e300,
+              -1e300, np.inf, -np.inf, np.nan]
+    for rtol, atol in ((1e-5, 1e-5), (1e-5, 1e-7)):
+        ours = [[_close(a, b, rtol, atol) for b in values] for a in values]
+        assert ours == np.isclose(np.array(values)[:, None], values, rtol=rtol, atol=atol).tolist()
+
+
 def test_a_batch_gathered_after_its_slots_were_rewritten_is_caught():
     """What an async learner's prefetch did before the draw and the gather became one: slots drawn, a step added
     meanwhile that rewrites one of them, then the drawn transitions gathered from the slots as they are now."""
@@ -117,7 +127,7 @@ AUDITED = ["--set", "replay.audit=true", "--set", "learner.n_step=3", "--set", "
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 def test_every_batch_of_a_cartpole_run_is_checked_and_found_as_written_in_each_mode(tmp_path, mode):
-    args = [*SMALL_CARTPOLE, "--total-steps", "800", "--learning-starts", "200", *AUDITED, *MODES[mode],
+    args = [*SMALL_CARTPOLE, "--total-steps", "500", "--learning-starts", "200", *AUDITED, *MODES[mode],
             "--logdir", str(tmp_path), "--run-name", "a"]
     result = train_in_process(*args)
     assert result.returncode == 0, result.stderr
@@ -134,14 +144,14 @@ def test_every_batch_of_a_pong_run_with_stacks_and_episode_ends_is_found_as_writ
     """Stacks of 4 84x84 frames and 3-step returns across games truncated every 100 agent steps."""
     import tfdqn
 
-    overrides = {"run.total_steps": 400, "run.learning_starts": 150, "replay.capacity": 300, "run.log_every": 400,
+    overrides = {"run.total_steps": 300, "run.learning_starts": 150, "replay.capacity": 200, "run.log_every": 300,
                  "run.final_eval_episodes": 1, "env.max_episode_frames": 400, "learner.n_step": 3,
                  "replay.audit": True, **settings}
     config = tfdqn.DQNConfig.for_env("Pong", overrides)
     summary = tfdqn.train(config, tmp_path / "run", quiet=True)
     assert summary["updates"] > 0
     assert summary["replay_audit_checked"] == summary["updates"] * config.replay.batch_size
-    assert summary["replay_slots_filled"] == 300  # the ring wrapped
+    assert summary["replay_slots_filled"] == 200  # the ring wrapped: 300 steps and 3 final frames in 200 slots
 
 
 def _start(*args):
@@ -160,7 +170,7 @@ def test_five_sigkills_at_random_moments_leave_a_clean_audit_and_the_counts_of_a
                 "async-device-prioritized": ["--set", "run.async_learner=true", "--set", "replay.device=accelerator",
                                              "--set", "replay.sampler=prioritized"]}[mode]
     args = [*SMALL_CARTPOLE, "--total-steps", "3000", "--learning-starts", "200", "--checkpoint-every", "250",
-            "--training-interval", "2", *AUDITED, *settings, "--logdir", str(tmp_path)]  # half the updates' time
+            "--training-interval", "4", *AUDITED, *settings, "--logdir", str(tmp_path)]  # a quarter of the updates' time
     assert train_in_process(*args, "--run-name", "whole").returncode == 0
     run_dir, rng = tmp_path / "killed", np.random.default_rng(5)
     process, resumed_from = _start(*args, "--run-name", "killed"), 0
