@@ -33,7 +33,7 @@ def test_a_sigterm_to_the_whole_group_stops_the_run_with_its_checkpoint_and_no_r
         pytest.importorskip("ray")
     # Envs that wait 20 ms a step keep the learner waiting for chunks, where it meets the dead actors.
     command = [sys.executable, "-m", "tfdqn.train", *SMALL_CARTPOLE, "--actors", kind, "--set", "actors.count=2",
-               "--set", "actors.cpus_per_actor=0.5", "--set", "env.step_delay_ms=20", "--total-steps", "1e6", "--checkpoint-every", "200",
+               "--set", "actors.cpus_per_actor=0.5", "--set", "env.step_delay_ms=20", "--total-steps", "1e6", "--checkpoint-every", "100",
                "--learning-starts", "100", "--quiet", "--logdir", str(tmp_path), "--run-name", "a"]
     learner = subprocess.Popen(command, cwd=REPO, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}, start_new_session=True)
@@ -58,6 +58,9 @@ def test_a_sigterm_to_the_whole_group_stops_the_run_with_its_checkpoint_and_no_r
     assert not left, left
 
 
+NO_XLA = {"compute.act_jit_compile": False}  # the actors these tests start act without an XLA compile each
+
+
 def _collector(config, stop_requested):
     from tfdqn.actors.collector import RemoteCollector
     from tfdqn.actors.process import ProcessActors
@@ -80,7 +83,7 @@ def test_a_stop_request_wins_over_actors_that_died_with_it():
     from tfdqn.config import DQNConfig
     from tfdqn.run.collectors import CollectionStopped
 
-    config = DQNConfig.for_env("CartPole", {"actors.kind": "process", "actors.chunk_steps": 8})
+    config = DQNConfig.for_env("CartPole", {"actors.kind": "process", "actors.chunk_steps": 8, **NO_XLA})
     stop = []
     collector, actors, _ = _collector(config, lambda: bool(stop))
     try:
@@ -100,15 +103,16 @@ def test_a_stop_request_wins_over_actors_that_died_with_it():
 
 @pytest.mark.slow
 def test_stuck_actors_ignore_sigterm_and_are_closed_together_within_one_deadline():
-    """Each env step waits ten minutes: the actors never read their closed pipes. Closing four of them
-    takes one deadline, not one each."""
+    """Each env step waits ten minutes: the actors never read their closed pipes. Closing two of them
+    takes one deadline, not one each (two deadlines would be 2 x STOP_SECONDS, past the bound)."""
     from tfdqn.actors.process import STOP_SECONDS
     from tfdqn.config import DQNConfig
 
-    config = DQNConfig.for_env("CartPole", {"actors.kind": "process", "actors.count": 4, "env.step_delay_ms": 600_000})
+    config = DQNConfig.for_env("CartPole", {"actors.kind": "process", "actors.count": 2, "env.step_delay_ms": 600_000,
+                                            **NO_XLA})
     collector, actors, _ = _collector(config, lambda: False)
-    collector._start(list(range(4)))
-    processes = [psutil.Process(actors.whereabouts(i)["pid"]) for i in range(4)]
+    collector._start(list(range(2)))
+    processes = [psutil.Process(actors.whereabouts(i)["pid"]) for i in range(2)]
     _wait_until_stepping(processes)
     for process in processes:
         process.send_signal(signal.SIGTERM)  # as a group signal would: they ignore it

@@ -65,9 +65,12 @@ def test_the_replay_holds_the_actors_real_trajectories_across_stacks_episode_end
     from tfdqn.replay.ring import ReplayRing
     from tfdqn.telemetry.phase_timer import PhaseTimer
 
+    # Steps that wait 3 ms (no CPU) pace the other actor while actor 0's replacement starts TensorFlow: its
+    # chunks, each checked below, are then a few dozen, not thousands. Acting without XLA: no compile per actor.
     config = DQNConfig.for_env(ENV_ID, {"actors.kind": "process", "actors.count": 2, "actors.envs_per_actor": 2,
                                         "actors.chunk_steps": 16, "replay.capacity": 65536,
-                                        "replay.compression": compression})
+                                        "replay.compression": compression, "env.step_delay_ms": 3,
+                                        "compute.act_jit_compile": False})
     spec = make_env(config.env, seed=0)[1]
     agent = make_agent(config, spec.observation_shape, spec.frame_dtype, spec.num_actions)
     replay = ReplayRing(65536, spec.frame_shape, spec.frame_dtype, stack_size=4, num_streams=4, compression=compression)
@@ -76,11 +79,11 @@ def test_the_replay_holds_the_actors_real_trajectories_across_stacks_episode_end
     added = []
     try:
         before, after = 0, 0  # vector steps of actor 0, and of its replacement
-        while after < 64:
+        while after < 16:
             transitions = collector.collect()
             if transitions.streams[0] == 0:
                 before, after = (before, after + 1) if collector.restarts else (before + 1, after)
-                if before == 40:  # it has sent chunks and steps its next one, mid-episode
+                if before == 10:  # it has sent chunks and steps its next one, mid-episode
                     os.kill(actors.whereabouts(0)["pid"], signal.SIGKILL)
             assert isinstance(transitions.frame, EncodedFrames) == (compression != "none")
             replay.add(transitions.frame, transitions.action, transitions.reward, transitions.terminated,

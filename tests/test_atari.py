@@ -52,23 +52,28 @@ def test_replay_rebuilds_exactly_the_stacks_breakout_produced(compression):
 
 
 @pytest.mark.slow
-def test_breakout_trains_and_evaluates_with_video(tmp_path, run_cmd):
-    result = train_in_process("--env", "Breakout", "--total-steps", "2000", "--learning-starts", "1000",
+def test_breakout_trains_and_evaluates_with_video(tmp_path, capsys):
+    result = train_in_process("--env", "Breakout", "--total-steps", "1000", "--learning-starts", "500",
                               "--set", "replay.capacity=5000", "--set", "run.final_eval_episodes=1",
-                              "--set", "run.eval_every=1000", "--set", "run.eval_episodes=1", "--quiet",
+                              "--set", "run.eval_every=500", "--set", "run.eval_episodes=1", "--quiet",
                               "--logdir", str(tmp_path), "--run-name", "breakout")
     assert result.returncode == 0, result.stderr
     run_dir = tmp_path / "breakout"
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["env_id"] == "ALE/Breakout-v5" and summary["updates"] == 250
+    assert summary["env_id"] == "ALE/Breakout-v5" and summary["updates"] == 125
     assert summary["replay_capacity"] == 5000 and summary["replay_bytes"] / 5000 <= 7200
     assert "replay: 5,000 transitions" in result.stdout
 
+    # `python -m tfdqn.evaluate`'s main, in this process (no TensorFlow start-up of its own): the test reads it back
+    from tfdqn.evaluate import main as evaluate_main
+
     video = tmp_path / "out.mp4"
-    result = run_cmd("tfdqn.evaluate", str(run_dir), "--episodes", "1", "--epsilon", "0.05", "--video", str(video))
-    assert result.returncode == 0, result.stderr
-    assert "epsilon 0.05" in result.stdout and "sticky actions p=0.25" in result.stdout
-    report = json.loads(result.stdout.strip().splitlines()[-1])
+    capsys.readouterr()
+    code = evaluate_main([str(run_dir), "--episodes", "1", "--epsilon", "0.05", "--video", str(video)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "epsilon 0.05" in out and "sticky actions p=0.25" in out
+    report = json.loads(out.strip().splitlines()[-1])
     capture = cv2.VideoCapture(str(video))
     frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
     ok, first = capture.read()
@@ -81,7 +86,7 @@ def test_a_run_with_compressed_frames_is_the_same_run(tmp_path):
     """Same seed, replay.compression none and zstd: the same games, losses and final evaluation."""
     summaries, episodes = [], []
     for compression in ("none", "zstd"):
-        result = train_in_process("--env", "Pong", "--total-steps", "400", "--learning-starts", "200",
+        result = train_in_process("--env", "Pong", "--total-steps", "400", "--learning-starts", "300",
                                   "--set", "replay.capacity=3000", "--set", "run.training_interval=2",
                                   "--set", f"replay.compression={compression}", "--set", "run.final_eval_episodes=1",
                                   "--set", "env.max_episode_frames=500", "--quiet", "--logdir", str(tmp_path),
@@ -91,7 +96,7 @@ def test_a_run_with_compressed_frames_is_the_same_run(tmp_path):
         episodes.append((tmp_path / compression / "episodes.csv").read_text())
     assert episodes[0] == episodes[1] and len(episodes[0].splitlines()) >= 3
     assert summaries[0]["final_eval_returns"] == summaries[1]["final_eval_returns"]
-    assert summaries[0]["updates"] == summaries[1]["updates"] == 100
+    assert summaries[0]["updates"] == summaries[1]["updates"] == 50
     assert [s["replay_compression"] for s in summaries] == ["none", "zstd"] and summaries[1]["replay_fewest_held"] is None
     assert summaries[1]["replay_slots_held"] == summaries[1]["replay_slots_filled"] > 400
     assert summaries[0]["replay_memory_bytes"] == summaries[0]["replay_bytes"]  # raw: all of it up front
@@ -103,9 +108,11 @@ def test_a_run_with_compressed_frames_is_the_same_run(tmp_path):
 def test_logged_returns_are_raw_game_scores_while_the_replay_clips(tmp_path):
     # Space Invaders scores 5 to 30 per alien: raw game scores are multiples of 5 and far above the
     # number of rewarded steps, which is what clipped rewards would sum to. (The replay's clipping is
-    # checked against the env's own rewards below; this run needs no update.)
-    result = train_in_process("--env", "SpaceInvaders", "--total-steps", "1600", "--learning-starts", "1600",
-                              "--set", "replay.capacity=3000", "--set", "run.final_eval_episodes=1", "--quiet",
+    # checked against the env's own rewards below; this run needs no update.) Games cut at 1600 emulator frames (400
+    # agent steps): two of them.
+    result = train_in_process("--env", "SpaceInvaders", "--total-steps", "800", "--learning-starts", "800",
+                              "--set", "replay.capacity=3000", "--set", "run.final_eval_episodes=1",
+                              "--set", "env.max_episode_frames=1600", "--quiet",
                               "--logdir", str(tmp_path), "--run-name", "si")
     assert result.returncode == 0, result.stderr
     rows = (tmp_path / "si" / "episodes.csv").read_text().splitlines()[1:]

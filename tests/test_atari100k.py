@@ -1,14 +1,14 @@
 """tfdqn atari100k: scores against a NumPy reference, and the protocol end to end on a tiny budget: runs side by
 side on the cores and as Ray tasks, named by their recipe, kept by the record."""
 
+import contextlib
 import hashlib
+import io
 import itertools
 import json
-import os
 import pathlib
 import shutil
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -63,15 +63,31 @@ def test_games_at_or_above_against_enumeration():
     assert atari100k.games_at_or_above(chances) == pytest.approx(exact.tolist())
 
 
-TINY = ["--preset", "drq_eps", "--games", "Pong", "--reps", "200", "--set=run.total_steps=340",
-        "--set=run.learning_starts=300", "--set=replay.capacity=1000", "--set=run.final_eval_episodes=2",
-        "--set=env.max_episode_frames=2000"]
+# Runs as short as the protocol allows: a few updates (a run without one exports no policy and scores nothing) and
+# games cut at 400 emulator frames
+STEPS = 120
+TINY = ["--preset", "drq_eps", "--games", "Pong", "--reps", "200", f"--set=run.total_steps={STEPS}",
+        "--set=run.learning_starts=100", "--set=replay.capacity=500", "--set=run.final_eval_episodes=2",
+        "--set=env.max_episode_frames=400"]
 
 
-def _atari100k(tmp_path, *args, timeout=600):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
-    return subprocess.run([sys.executable, "-m", "tfdqn", "atari100k", *TINY, "--logdir", str(tmp_path / "runs"),
-                           *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+def _tfdqn(*args: str) -> subprocess.CompletedProcess:
+    """`tfdqn args...` as the installed command runs it (`tfdqn.command.main`), in this process: the tool itself
+    imports no TensorFlow, so its own interpreter would only cost start-up (its runs train in processes of
+    their own either way)."""
+    from tfdqn.command import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(REPO):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:  # the parser's own refusals
+            code = exit_.code
+    return subprocess.CompletedProcess(["tfdqn", *args], code, out.getvalue(), err.getvalue())
+
+
+def _atari100k(tmp_path, *args):
+    return _tfdqn("atari100k", *TINY, "--logdir", str(tmp_path / "runs"), *args)
 
 
 def _head_commit() -> str:
@@ -92,10 +108,10 @@ def test_runs_go_two_at_once_another_set_is_another_recipe_and_the_record_keeps_
     results = json.loads(record.read_text())
     runs = sorted(results["runs"], key=lambda run: run["seed"])
     assert [(r["game"], r["seed"], r["episodes"], r["env_steps"], r["starts"]) for r in runs] == [
-        ("Pong", seed, 2, 340, ["new"]) for seed in range(3)]
+        ("Pong", seed, 2, STEPS, ["new"]) for seed in range(3)]
     (recipe,) = {run["config_hash"] for run in runs}
     for run in runs:  # each run carries its recipe: hash, resolved config, version and commit
-        assert run["commit"] == _head_commit() and run["tfdqn_version"] and run["config"]["run"]["total_steps"] == 340
+        assert run["commit"] == _head_commit() and run["tfdqn_version"] and run["config"]["run"]["total_steps"] == STEPS
         assert pathlib.Path(run["run_dir"]).name == f"Pong-drq_eps-{recipe}-seed{run['seed']}"
     assert _overlap([runs[0]["worker_unix_span"], runs[1]["worker_unix_span"]])  # one process per core, at once
     (report,) = results["reports"].values()
@@ -150,15 +166,13 @@ def test_runs_go_two_at_once_another_set_is_another_recipe_and_the_record_keeps_
 def test_an_out_file_this_tool_did_not_write_is_refused_and_left_as_it_was(tmp_path):
     out = tmp_path / "scores.json"
     out.write_text('{"scores": [1, 2]}\n')
-    result = subprocess.run([sys.executable, "-m", "tfdqn", "atari100k", "--preset", "drq_eps", "--report-only",
-                             "--out", str(out)], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = _tfdqn("atari100k", "--preset", "drq_eps", "--report-only", "--out", str(out))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert f"--out {out} is not a record of tfdqn atari100k" in result.stderr
     assert out.read_text() == '{"scores": [1, 2]}\n'
 
 
 def test_a_game_outside_atari_100k_is_refused_in_one_line(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "tfdqn", "atari100k", "--preset", "der", "--games", "Tetris",
-                             "--out", str(tmp_path / "a.json")], cwd=REPO, capture_output=True, text=True, timeout=120)
+    result = _tfdqn("atari100k", "--preset", "der", "--games", "Tetris", "--out", str(tmp_path / "a.json"))
     assert result.returncode == 2 and result.stderr.count("\n") == 1
     assert "--games 'Tetris' is not an Atari 100k game; allowed: Alien" in result.stderr

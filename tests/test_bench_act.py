@@ -17,7 +17,7 @@ def test_each_arm_acts_in_its_own_process_under_its_thread_limit(tmp_path):
     beside its noisy twin holding its noise (`--pairs`, so that 4 processes start rather than 7)."""
     out, table = tmp_path / "act.json", tmp_path / "act.md"
     pairs = [("tfdqn_one_core", "jax_one_core"), ("tfdqn", "tfdqn_noisy_held")]
-    result = _bench("--rounds", "1", "--seconds", "0.2", "--batches", "1", "2", "--pairs",
+    result = _bench("--rounds", "1", "--seconds", "0.05", "--batches", "1", "2", "--pairs",
                     *(f"{mine}/{theirs}" for mine, theirs in pairs), "--out", str(out), "--table", str(table))
     assert result.returncode == 0, result.stderr[-2000:]
     results = json.loads(out.read_text())

@@ -51,7 +51,7 @@ def _evaluate(run_cmd, run_dir, *args):
 
 
 @pytest.mark.slow
-def test_the_report_describes_the_evaluation_and_repeats_with_its_seed(cartpole_run, run_cmd):
+def test_the_report_describes_the_evaluation_and_repeats_with_its_seed(cartpole_run, run_cmd, capsys):
     run_dir, _ = cartpole_run
     result, report = _evaluate(run_cmd, run_dir, "--episodes", "3", "--seed", "7")
     assert result.stderr == ""  # TensorFlow's start-up lines stay off stderr
@@ -65,7 +65,11 @@ def test_the_report_describes_the_evaluation_and_repeats_with_its_seed(cartpole_
     assert report["return_mean"] == pytest.approx(np.mean(returns))
     assert report["return_std"] == pytest.approx(np.std(returns))
     assert f"protocol: CartPole-v1, epsilon {eval_epsilon:g}" in result.stdout
-    assert _evaluate(run_cmd, run_dir, "--episodes", "3", "--seed", "7")[1] == report
+    from tfdqn.evaluate import main  # the same command again, in this process: no second TensorFlow start-up
+
+    capsys.readouterr()
+    assert main([str(run_dir), "--episodes", "3", "--seed", "7"]) == 0
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == report
 
 
 @pytest.mark.slow
@@ -138,12 +142,13 @@ def test_a_game_of_an_env_without_a_time_limit_is_capped_in_training_evaluation_
     end, its protocol line says where games are cut, and `tfdqn evaluate` counts the capped games as truncated."""
     import json
 
-    from tests.conftest import run_module
+    from tests.conftest import run_module, train_in_process
 
-    run = run_module("tfdqn.train", "--env", "tests.endless_envs:Endless-v0", "--total-steps", "600", "--learning-starts", "200", "--set", "run.eval_every=300",
-                     "--set", "run.eval_episodes=2", "--set", "run.final_eval_episodes=2",
-                     "--set", "env.max_episode_steps=50", "--quiet", "--logdir", str(tmp_path), "--run-name", "r",
-                     timeout=180)
+    # the run is only read back: trained in this process; `tfdqn evaluate` below starts as a user starts it
+    run = train_in_process("--env", "tests.endless_envs:Endless-v0", "--total-steps", "600", "--learning-starts", "200",
+                           "--set", "run.eval_every=300", "--set", "run.eval_episodes=2",
+                           "--set", "run.final_eval_episodes=2", "--set", "env.max_episode_steps=50", "--quiet",
+                           "--logdir", str(tmp_path), "--run-name", "r")
     assert run.returncode == 0, run.stderr
     assert ("no time limit of its own: episodes capped at 50 steps (env.max_episode_steps), a capped one counted as "
             "truncated") in run.stdout

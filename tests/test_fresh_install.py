@@ -38,12 +38,13 @@ def test_an_installed_copy_trains_and_compares_from_another_folder(tmp_path):
     for name in ("atari100k", "time-to-score"):
         answer = _run(venv, work, "tfdqn", name, "--help")
         assert (answer.returncode, answer.stderr) == (0, "") and answer.stdout.startswith(f"usage: tfdqn {name} ")
-    result = _run(venv, work, "tfdqn", "train", "--env", "CartPole", "--total-steps", "3000")
+    # past learning_starts (1,024) by two rounds of updates (256 env steps each): the run has a product to export
+    result = _run(venv, work, "tfdqn", "train", "--env", "CartPole", "--total-steps", "1536")
     assert result.returncode == 0, result.stderr
     (run_dir,) = (work / "runs").iterdir()
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["env_id"] == "CartPole-v1" and summary["env_steps"] == 3000
-    compared = _run(venv, work, "tfdqn", "compare", "--env", "CartPole", "--intervals", "1", "4", "--steps", "4000",
+    assert summary["env_id"] == "CartPole-v1" and summary["env_steps"] == 1536
+    compared = _run(venv, work, "tfdqn", "compare", "--env", "CartPole", "--intervals", "1", "4", "--steps", "2000",
                     "--out", "cmp")
     assert compared.returncode == 0, compared.stderr
     rows = list(csv.DictReader((work / "cmp" / "intervals.csv").open()))

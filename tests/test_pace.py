@@ -38,9 +38,10 @@ def test_timing_the_update_leaves_networks_noise_optimizer_counters_and_streams_
     for name in before:
         np.testing.assert_array_equal(after[name], before[name], err_msg=name)
     assert int(agent.learner.first_nonfinite_update.numpy()) == 0
-    # The comparison can fail: one act call and one update left in place change what the checkpoint holds.
+    # The comparison can fail: one act call and one update call left in place change what the checkpoint holds.
+    # Both of the probe's shapes (8 rows; 64 fused updates of a batch), so XLA compiles nothing new.
     agent.actor.act(np.zeros((8, 4), np.float32))
-    agent.learner.update_many(*[tf.zeros([1, 8, *spec.shape[2:]], spec.dtype)
+    agent.learner.update_many(*[tf.zeros([fused, config.replay.batch_size, *spec.shape[2:]], spec.dtype)
                                 for spec in agent.learner.update_many_function.input_signature])
     moved = _checkpointed(agent, tmp_path / "moved")
     changed = {name.split("/")[0] for name in before if not np.array_equal(moved[name], before[name])}

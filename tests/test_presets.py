@@ -106,7 +106,8 @@ def test_tfdqns_own_presets_are_the_recipes_their_sweeps_recorded_value_by_value
 
 SHORT_PONG = {"env.id": "Pong", "run.total_steps": 120, "run.learning_starts": 100, "replay.capacity": 1000,
               "run.final_eval_episodes": 1, "env.max_episode_frames": 200, "run.log_every": 120,
-              "run.checkpoint_every": 0}
+              "run.checkpoint_every": 0, "run.eval_episodes": 1}  # the periodic evaluation at the last step: one game
+# (ten would make a vector env of ten Pongs and compile the act for their batch: seconds of CPU per preset)
 
 
 @pytest.mark.slow

@@ -2,7 +2,9 @@
 
 import json
 import os
+import pathlib
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,24 +41,27 @@ def _wait_for(path, process, timeout=120, pattern=None):
 def test_sigkill_then_resume_finishes_and_repeats_the_uninterrupted_run(cartpole_run, tmp_path, settings):
     """(A prefetched run with compressed frames, whose checkpoints hold the batches drawn ahead, is held to the same
     through five SIGKILLs in tests/test_replay_audit.py.)"""
-    args = [*TINY, "--seed", "3", *settings, "--logdir", str(tmp_path)]
     same_run = not settings  # the session's cartpole_run is the uninterrupted host-replay, one-env run
+    # the other modes train a shorter run of their own: killed after its checkpoint at 600 of 900 env steps
+    total, kill_after = (1500, 1000) if same_run else (900, 600)
+    shorter = [] if same_run else ["--total-steps", "900", "--learning-starts", "300", "--checkpoint-every", "600"]
+    args = [*TINY, "--seed", "3", *settings, *shorter, "--logdir", str(tmp_path)]
     if not same_run:
         assert train_in_process(*args, "--run-name", "whole").returncode == 0
     uninterrupted = cartpole_run[0] if same_run else tmp_path / "whole"
     process = _start(*args, "--run-name", "killed")
     run_dir = tmp_path / "killed"
-    _wait_for(run_dir / "checkpoints", process, pattern="ckpt-10*.complete")  # 1000, or 1002 with 3 envs
+    _wait_for(run_dir / "checkpoints", process, pattern=f"ckpt-{kill_after // 100}*.complete")  # 600 with 3 envs too
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert process.returncode == -signal.SIGKILL
     result = train_in_process("--resume", str(run_dir), "--quiet")  # a fresh process resumes in test_replay_audit
     assert result.returncode == 0, result.stderr
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["env_steps"] == 1500 and summary["resumed_from_env_steps"] >= 1000
+    assert summary["env_steps"] == total and summary["resumed_from_env_steps"] >= kill_after
     assert (run_dir / "episodes.csv").read_text() == (uninterrupted / "episodes.csv").read_text()
     assert summary["final_eval_returns"] == json.loads((uninterrupted / "summary.json").read_text())["final_eval_returns"]
-    resumed_weights, whole_weights = (variables(d / "checkpoints" / "ckpt-1500") for d in (run_dir, uninterrupted))
+    resumed_weights, whole_weights = (variables(d / "checkpoints" / f"ckpt-{total}") for d in (run_dir, uninterrupted))
     assert resumed_weights.keys() == whole_weights.keys()
     assert [name for name in whole_weights if not np.array_equal(resumed_weights[name], whole_weights[name])] == []
 
@@ -93,8 +98,9 @@ def test_the_shipped_cartpole_config_stopped_and_resumed_repeats_the_uninterrupt
     """`--env CartPole` as shipped (3-step returns, 8 envs, rounds of 256 XLA updates, periodic
     evaluation): SIGKILLed after its checkpoint at 2,048 and resumed, it repeats the uninterrupted run's
     games, periodic evaluations and final network."""
-    args = ["--env", "CartPole", "--total-steps", "4096", "--checkpoint-every", "2048", "--quiet",
-            "--set", "run.eval_every=1024", "--set", "run.eval_episodes=2", "--logdir", str(tmp_path)]
+    args = ["--env", "CartPole", "--total-steps", "3072", "--checkpoint-every", "2048", "--quiet",
+            "--set", "run.eval_every=1024", "--set", "run.eval_episodes=2", "--set", "run.final_eval_episodes=2",
+            "--logdir", str(tmp_path)]
     assert train_in_process(*args, "--run-name", "whole").returncode == 0
     process = _start(*args, "--run-name", "killed")
     run_dir = tmp_path / "killed"
@@ -104,20 +110,18 @@ def test_the_shipped_cartpole_config_stopped_and_resumed_repeats_the_uninterrupt
     result = train_in_process("--resume", str(run_dir), "--quiet")
     assert result.returncode == 0, result.stderr
     whole, resumed = (json.loads((tmp_path / name / "summary.json").read_text()) for name in ("whole", "killed"))
-    assert resumed["resumed_from_env_steps"] == 2048 and resumed["env_steps"] == whole["env_steps"] == 4096
+    assert resumed["resumed_from_env_steps"] == 2048 and resumed["env_steps"] == whole["env_steps"] == 3072
     assert (run_dir / "episodes.csv").read_text() == (tmp_path / "whole" / "episodes.csv").read_text()
     for key in ("final_network", "final_eval_returns", "last_network_eval_return_mean"):
         assert resumed[key] == whole[key], key
 
 
 @pytest.mark.slow
-def test_resume_extends_total_steps(tmp_path):
-    args = [*SMALL_CARTPOLE, "--total-steps", "600", "--learning-starts", "200", "--quiet",
-            "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "r"]
-    assert train_in_process(*args).returncode == 0
-    result = train_in_process("--resume", str(tmp_path / "r"), "--total-steps", "900", "--quiet")
+def test_resume_extends_total_steps(finished_run, tmp_path):
+    run_dir = _finished_run(finished_run, tmp_path)
+    result = train_in_process("--resume", str(run_dir), "--total-steps", "900", "--quiet")
     assert result.returncode == 0, result.stderr
-    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    summary = json.loads((run_dir / "summary.json").read_text())
     assert (summary["env_steps"], summary["resumed_from_env_steps"], summary["updates"]) == (900, 600, 700)
 
 
@@ -172,7 +176,8 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path):
         pytest.skip("mounting a small tmpfs needs root")
     try:
         # A 256-256 network's checkpoint (about 1 MB of weights and Adam slots) fills the 3 MB disk within a few.
-        result = run_module("tfdqn.train", *SMALL_CARTPOLE, "--total-steps", "5000", "--checkpoint-every", "1000",
+        result = run_module("tfdqn.train", *SMALL_CARTPOLE, "--total-steps", "5000", "--checkpoint-every", "500",
+                            "--learning-starts", "200",
                             "--set", "network.hidden_sizes=[256,256]", "--quiet", "--logdir", str(mount),
                             "--run-name", "full")
         assert result.returncode == 1
@@ -213,13 +218,20 @@ def test_resume_of_a_run_without_a_complete_checkpoint_is_refused(tmp_path):
         f"allowed: a run folder that saved at least one checkpoint"]
 
 
-def _finished_run(logdir, name: str):
-    """A run to env step 600 with checkpoints at 300 and 600; returns its folder."""
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    """A run to env step 600 with checkpoints at 300 and 600, trained once for this file's tests; its folder."""
+    logdir = tmp_path_factory.mktemp("finished")
     result = train_in_process(*SMALL_CARTPOLE, "--total-steps", "600", "--learning-starts", "200",
                               "--checkpoint-every", "300", "--set", "run.final_eval_episodes=1", "--quiet",
-                              "--logdir", str(logdir), "--run-name", name)
+                              "--logdir", str(logdir), "--run-name", "r")
     assert result.returncode == 0, result.stderr
-    return logdir / name
+    return logdir / "r"
+
+
+def _finished_run(finished_run, tmp_path):
+    """A copy of `finished_run` of this test's own, `tmp_path`/r, to change and resume."""
+    return pathlib.Path(shutil.copytree(finished_run, tmp_path / "r"))
 
 
 GYM_CARTPOLE = "gymnasium.envs.classic_control.cartpole"
@@ -227,9 +239,10 @@ MOVED_CARTPOLE = "tfdqn_test_moved_cartpole_module".ljust(len(GYM_CARTPOLE), "x"
 
 
 @pytest.mark.slow
-def test_a_checkpoint_naming_a_missing_module_is_refused_in_one_line_then_resumes_once_it_is_back(tmp_path,
+def test_a_checkpoint_naming_a_missing_module_is_refused_in_one_line_then_resumes_once_it_is_back(finished_run,
+                                                                                                  tmp_path,
                                                                                                   monkeypatch):
-    run_dir = _finished_run(tmp_path, "r")
+    run_dir = _finished_run(finished_run, tmp_path)
     checkpoints = run_dir / "checkpoints"
     state = checkpoints / "state-600.pkl"  # what an upgrade that moved gymnasium's CartPole module looks like
     assert GYM_CARTPOLE.encode() in state.read_bytes()
@@ -250,8 +263,8 @@ def test_a_checkpoint_naming_a_missing_module_is_refused_in_one_line_then_resume
 
 
 @pytest.mark.slow
-def test_resume_drops_a_torn_last_line_of_episodes_csv_and_appends_after_it(tmp_path):
-    run_dir = _finished_run(tmp_path, "r")
+def test_resume_drops_a_torn_last_line_of_episodes_csv_and_appends_after_it(finished_run, tmp_path):
+    run_dir = _finished_run(finished_run, tmp_path)
     episodes = run_dir / "episodes.csv"
     text = episodes.read_text()
     rows = text.splitlines()

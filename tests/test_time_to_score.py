@@ -15,7 +15,7 @@ from tests.conftest import REPO
 
 TINY_PONG = ["--set=env.screen_size=42", "--set=replay.capacity=2000", "--set=run.learning_starts=300",
              "--set=run.eval_every=400", "--set=run.eval_episodes=1", "--product-episodes=1",
-             "--confirm-episodes=2", "--set=run.checkpoint_every=400", "--set=run.num_envs=2", "--set=env.max_episode_frames=2000"]
+             "--confirm-episodes=2", "--set=run.checkpoint_every=400", "--set=run.num_envs=2", "--set=env.max_episode_frames=1000"]
 
 
 def _bench(tmp_path, *args):
@@ -63,7 +63,7 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     assert "nothing to train" in again.stdout and (run_dir / "summary.json").stat().st_mtime_ns == written
     assert json.loads((tmp_path / "bench.json").read_text())["runs"][0]["commit"] == "f" * 40
     # another target is another recipe: trained in its own folder, never the first run's result under its label
-    higher = _bench(tmp_path, "--seeds", "0", "--target", "21", "--total-steps", "800",
+    higher = _bench(tmp_path, "--seeds", "0", "--target", "21", "--total-steps", "400",
                     "--sweep-table", str(tmp_path / "sweep.md"), "--plot", str(tmp_path / "beside"))
     assert higher.returncode == 0, higher.stderr
     # its curves, and the first recipe's dashed beside them, each under its hash
@@ -75,10 +75,10 @@ def test_a_run_ends_at_its_target_and_the_json_table_and_curves_say_when(tmp_pat
     first, second = (row.split(" | ") for row in (tmp_path / "sweep.md").read_text().splitlines()[2:])
     assert first[:3] == ["| T1", run["config_hash"], "0"] and "--target -21 --total-steps 4000`" in first[3]
     assert first[7] == f"-21 at 400, {run['solve_wall_seconds'] / 60:.1f} min" and first[8].startswith("400, ")
-    assert second[0] == "| T2" and second[7] == "21: no" and second[8].startswith("800, ")
-    assert set(second[3].split("; ")) == {"run.target_return -21.0 -> 21.0", "run.total_steps 4000 -> 800"}
+    assert second[0] == "| T2" and second[7] == "21: no" and second[8].startswith("400, ")
+    assert set(second[3].split("; ")) == {"run.target_return -21.0 -> 21.0", "run.total_steps 4000 -> 400"}
     runs = json.loads((tmp_path / "bench.json").read_text())["runs"]
-    assert sorted((r["target"], r["solved"], r["env_steps"]) for r in runs) == [(-21, True, 400), (21, False, 800)]
+    assert sorted((r["target"], r["solved"], r["env_steps"]) for r in runs) == [(-21, True, 400), (21, False, 400)]
     assert len({r["config_hash"] for r in runs}) == 2 and len({r["run_dir"] for r in runs}) == 2
     # A report for seed 0 alone still tables every seed of its recipe the record holds (here a seed 1 that an
     # earlier invocation recorded), and none of the other recipe's.

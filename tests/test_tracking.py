@@ -6,7 +6,7 @@ import os
 import pytest
 
 from tests import wandb_records
-from tests.conftest import TINY, run_module
+from tests.conftest import TINY, run_module, train_in_process
 from tfdqn.telemetry.tensorboard import read_events, read_scalars
 from tfdqn.telemetry.tracking import STEP_METRIC, wandb_run_id
 
@@ -17,15 +17,29 @@ def _offline():
     return {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
 
 
-@pytest.mark.slow
-def test_a_tracked_run_sends_its_config_and_every_tensorboard_scalar_and_goes_on_when_resumed(tmp_path, monkeypatch):
+@pytest.fixture
+def offline_wandb_here(monkeypatch):
+    """W&B offline in this process, for runs trained here (no TensorFlow start-up each); after the test its
+    service stops and the variables it exported for child processes (WANDB_SERVICE) are gone again."""
     for key, value in _offline().items():
         monkeypatch.setenv(key, value)
-    first = run_module("tfdqn.train", *TINY, "--total-steps", "1000", "--track", "--wandb-project", "tests",
-                       "--logdir", str(tmp_path), "--run-name", "tracked")
+    before = dict(os.environ)
+    yield
+    import wandb
+
+    wandb.teardown()
+    os.environ.clear()
+    os.environ.update(before)
+
+
+@pytest.mark.slow
+def test_a_tracked_run_sends_its_config_and_every_tensorboard_scalar_and_goes_on_when_resumed(tmp_path,
+                                                                                            offline_wandb_here):
+    first = train_in_process(*TINY, "--total-steps", "1000", "--track", "--wandb-project", "tests",
+                             "--logdir", str(tmp_path), "--run-name", "tracked")
     assert first.returncode == 0, first.stderr
     run_dir = tmp_path / "tracked"
-    resumed = run_module("tfdqn.train", "--resume", str(run_dir), "--total-steps", "1500", "--quiet")
+    resumed = train_in_process("--resume", str(run_dir), "--total-steps", "1500", "--quiet")
     assert resumed.returncode == 0, resumed.stderr
     logs = sorted(run_dir.glob("wandb/offline-run-*/run-*.wandb"))
     assert [log.name for log in logs] == [f"run-{wandb_run_id(run_dir)}.wandb"] * 2  # one W&B run, twice

@@ -39,9 +39,10 @@ def test_tensorboard_tags(cartpole_run):
 
 
 @pytest.mark.slow
-def test_same_seed_gives_identical_episode_returns(cartpole_run, tmp_path, run_cmd):
+def test_same_seed_gives_identical_episode_returns(cartpole_run, tmp_path):
     run_dir, _ = cartpole_run
-    result = run_cmd("tfdqn.train", *TINY, "--seed", "3", "--logdir", str(tmp_path), "--run-name", "b")
+    # in this process, as the first run was (the test reads both back): no TensorFlow start-up of its own
+    result = train_in_process(*TINY, "--seed", "3", "--logdir", str(tmp_path), "--run-name", "b")
     assert result.returncode == 0, result.stderr
     first = (run_dir / "episodes.csv").read_text()
     assert (tmp_path / "b" / "episodes.csv").read_text() == first
@@ -63,6 +64,7 @@ def test_evaluate_prints_mean_and_std(cartpole_run, run_cmd):
 def test_any_box_discrete_env_trains_with_the_mlp(tmp_path):
     result = train_in_process("--env", "Acrobot-v1", "--total-steps", "300", "--learning-starts", "100",
                               "--set", "run.final_eval_episodes=1", "--set", "run.log_every=100", "--quiet",
+                              "--set", "run.eval_episodes=1",  # the periodic evaluation at the last step: one game
                               "--logdir", str(tmp_path), "--run-name", "acrobot")
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "acrobot" / "summary.json").read_text())["env_id"] == "Acrobot-v1"
@@ -124,11 +126,11 @@ def test_tfdqn_train_still_trains_after_its_command_module_is_imported(tmp_path)
     assert summary["env_steps"] >= 60 and summary["run_dir"] == str(tmp_path / "r")
 
 
-def test_a_run_that_makes_no_update_says_so_and_exports_nothing(run_cmd, tmp_path):
+def test_a_run_that_makes_no_update_says_so_and_exports_nothing(tmp_path):
     """Total steps at or below learning_starts: the run only acts (benchmarks time acting this way), says so
     when it starts and ends, and makes no final evaluation and no policy/ it would call its product."""
-    result = run_cmd("tfdqn.train", *SMALL_CARTPOLE, "--total-steps", "100", "--learning-starts", "100", "--quiet",
-                     "--logdir", str(tmp_path), "--run-name", "idle", timeout=180)
+    result = train_in_process(*SMALL_CARTPOLE, "--total-steps", "100", "--learning-starts", "100", "--quiet",
+                              "--logdir", str(tmp_path), "--run-name", "idle")
     assert result.returncode == 0, result.stderr
     reason = "run.total_steps 100 leaves no update due after run.learning_starts 100, so the run only acts"
     assert f"no update will run: {reason}; it makes no final evaluation and exports no policy" in result.stdout
@@ -164,14 +166,30 @@ gymnasium.register("Corridor-v0", entry_point=Corridor, max_episode_steps=20)
 '''
 
 
+def _train_on_the_corridor(folder) -> None:
+    """What a script in `folder` does, `import corridor_env, tfdqn; tfdqn.train(...)`, in this process (no
+    TensorFlow start-up of its own); the module, its path and its registration are taken back after."""
+    import gymnasium
+
+    import tfdqn
+
+    sys.path.insert(0, str(folder))
+    try:
+        import corridor_env  # noqa: F401 (registers Corridor-v0)
+        tfdqn.train(tfdqn.DQNConfig.for_env("Corridor-v0", {"run.total_steps": 400, "run.learning_starts": 200,
+                                                             "run.eval_every": 0, "run.final_eval_episodes": 1}),
+                    run_dir=folder / "run", quiet=True)
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop("corridor_env", None)
+        gymnasium.registry.pop("Corridor-v0", None)
+
+
 def test_a_run_on_an_env_a_script_registered_evaluates_with_import(tmp_path):
     """Trained through the Python API on an env its script registered; `tfdqn evaluate` (the installed command,
     whose own path lacks the working folder) finds the env with --import, and without it says how."""
     (tmp_path / "corridor_env.py").write_text(CORRIDOR)
-    script = ("import corridor_env, tfdqn; tfdqn.train(tfdqn.DQNConfig.for_env('Corridor-v0', {'run.total_steps': 400, "
-              "'run.learning_starts': 200, 'run.eval_every': 0, 'run.final_eval_episodes': 1}), run_dir='run', quiet=True)")
-    trained = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert trained.returncode == 0, trained.stderr
+    _train_on_the_corridor(tmp_path)
     command = [shutil.which("tfdqn"), "evaluate", "run", "--episodes", "2"]
     refused = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert refused.returncode == 2 and "unknown env 'Corridor-v0'" in refused.stderr

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.conftest import SMALL_CARTPOLE, run_module, train_in_process
+from tests.conftest import SMALL_CARTPOLE, train_in_process
 from tfdqn.run.cadence import updates_due
 
 
@@ -22,8 +22,8 @@ def test_a_quarter_interval_makes_exactly_four_updates_per_env_step(settings, tm
     args = [*SMALL_CARTPOLE, "--training-interval", "0.25", "--total-steps", "600", "--learning-starts", "500",
             "--checkpoint-every", "0", "--set", "run.final_eval_episodes=1", "--quiet", *settings,
             "--logdir", str(tmp_path), "--run-name", "a"]
-    # actor processes start from a training process of their own, not from a test worker
-    result = run_module("tfdqn.train", *args) if "--actors" in settings else train_in_process(*args)
+    # the run is only read back: in this process, its actor processes spawned from it as from a learner's
+    result = train_in_process(*args)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["training_interval"] == 0.25

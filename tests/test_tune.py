@@ -12,15 +12,15 @@ import time
 import optuna
 import pytest
 
-from tests.conftest import REPO, SMALL_CARTPOLE, run_module
+from tests.conftest import REPO, SMALL_CARTPOLE
 from tests.postgres_server import available, postgres_server
 from tfdqn import config as config_lib
 from tfdqn.errors import UserError
 from tfdqn.tuning.search_space import Param, parse_param, parse_params
 from tfdqn.tuning.trial_run import Objective, read_evaluations
 
-TRIAL = [*SMALL_CARTPOLE, "--total-steps=1200", "--set=run.learning_starts=400", "--set=run.eval_every=400",
-         "--set=run.eval_episodes=2", "--set=run.final_eval_episodes=2", "--set=run.checkpoint_every=400"]
+TRIAL = [*SMALL_CARTPOLE, "--total-steps=600", "--set=run.learning_starts=200", "--set=run.eval_every=200",
+         "--set=run.eval_episodes=2", "--set=run.final_eval_episodes=2", "--set=run.checkpoint_every=200"]
 SPACE = ["--param", "learner.learning_rate=loguniform:1e-4:1e-2", "--param", "learner.target_update_period=int:32:512",
          "--param", "run.training_interval=choice:1,2"]
 
@@ -64,7 +64,20 @@ def test_the_objective_scores_the_last_evaluations_or_the_steps_to_a_target(tmp_
     assert read_evaluations(tmp_path) == [(400, 20.0)]  # the row being written is not read
 
 
-def test_bad_command_lines_get_one_line_before_any_trial(tmp_path):
+def _tune_in_process(capsys, *args: str) -> tuple[int, str]:
+    """`python -m tfdqn.tune args...`'s main in this process (a refusal needs no interpreter of its own): its exit
+    code and what it wrote to stderr."""
+    from tfdqn.tune import main
+
+    capsys.readouterr()
+    try:
+        code = main(list(args))
+    except SystemExit as exit_:  # the parser's own refusals
+        code = exit_.code
+    return code, capsys.readouterr().err
+
+
+def test_bad_command_lines_get_one_line_before_any_trial(tmp_path, capsys):
     for args, message in [
         (["--param", "learner.n_step=uniform:1:3"], "learner.n_step takes int values"),
         (["--param", "learner.n_step=choice:1,x"], "config key learner.n_step = 'x' is not an integer"),
@@ -72,10 +85,9 @@ def test_bad_command_lines_get_one_line_before_any_trial(tmp_path):
         ([], "no --param given"),
         (["--param", "learner.gamma=uniform:0.9:0.99", "--heartbeat", "0"], "--heartbeat 0; allowed: seconds > 0"),
     ]:
-        result = run_module("tfdqn.tune", "--env", "CartPole", "--trials", "2", "--logdir", str(tmp_path), *args,
-                            timeout=120)
-        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-        assert message in result.stderr
+        code, err = _tune_in_process(capsys, "--env", "CartPole", "--trials", "2", "--logdir", str(tmp_path), *args)
+        assert code == 2 and err.count("\n") == 1, err
+        assert message in err
     assert not list(tmp_path.iterdir())  # no study, no trial folder
 
 
@@ -133,7 +145,7 @@ def test_a_sqlite_study_survives_a_killed_worker_and_writes_its_results(tmp_path
 
 @pytest.mark.slow
 @pytest.mark.skipif(not available(), reason="Debian's postgresql is not installed (.ci/run installs it)")
-def test_two_workers_share_a_study_on_a_postgresql_server(tmp_path):
+def test_two_workers_share_a_study_on_a_postgresql_server(tmp_path, capsys):
     with postgres_server() as url:
         tune = _tune(tmp_path, "--trials", "2", "--workers", "2", "--storage", url, "--study", "shared")
         out, err = tune.communicate(timeout=400)
@@ -142,6 +154,6 @@ def test_two_workers_share_a_study_on_a_postgresql_server(tmp_path):
         assert _finished(study) >= 2 and "FAIL" not in [t.state.name for t in study.get_trials()]
         _check_trials_match_their_runs(study)
         assert "study 'shared' (postgresql+psycopg://" in out
-        changed = run_module("tfdqn.tune", *TRIAL, "--param", "learner.gamma=uniform:0.9:0.99", "--trials", "2",
-                             "--storage", url, "--study", "shared", "--logdir", str(tmp_path), timeout=120)
-        assert changed.returncode == 2 and "--study 'shared' exists with param" in changed.stderr
+        code, err = _tune_in_process(capsys, *TRIAL, "--param", "learner.gamma=uniform:0.9:0.99", "--trials", "2",
+                                     "--storage", url, "--study", "shared", "--logdir", str(tmp_path))
+        assert code == 2 and "--study 'shared' exists with param" in err
