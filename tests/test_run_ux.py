@@ -165,7 +165,8 @@ def _check_time_left(bars: list[str], learning_starts: int) -> None:
     end = _seconds(re.search(r"\[(\S+)<", bars[-1]).group(1))
     checked = 0
     for bar in bars:
-        n, elapsed, left, rate = re.search(r"\| (\d+)/\d+ \[(\S+)<(\S+), ([\d.]+|\?)step/s", bar).groups()
+        # tqdm pads a rate to five characters: one under 10 steps/s (learning on a loaded machine) follows two spaces
+        n, elapsed, left, rate = re.search(r"\| (\d+)/\d+ \[(\S+)<(\S+),\s+([\d.]+|\?)step/s", bar).groups()
         if 3 * learning_starts // 4 <= int(n) < learning_starts and "?" not in (left, rate):
             warm_up = (learning_starts - int(n)) / float(rate)  # the warm-up still to go; the bar shows whole seconds
             counted, taken = _seconds(left) - warm_up, end - _seconds(elapsed) - warm_up
