@@ -60,16 +60,24 @@ def run_module(module: str, *args: str, timeout: float = 300, env: dict | None =
                           timeout=timeout, env=env, **kwargs)
 
 
-def train_in_process(*args: str) -> subprocess.CompletedProcess:
-    """`python -m tfdqn.train args...` as `run_module` runs it, but in this process: a run the test only reads
-    back costs no TensorFlow start-up of its own (seconds of CPU each). Runs a test signals, kills or times
-    stay subprocesses."""
-    from tfdqn.train import main
-
+def main_in_process(main, *args: str) -> subprocess.CompletedProcess:
+    """A command line's `main(args)` in this process, its output captured as `run_module` captures a subprocess's
+    (a parser's refusal, SystemExit, is its exit code): a command the test only reads back costs no interpreter
+    or TensorFlow start-up of its own (seconds of CPU each). Runs a test signals, kills or times stay subprocesses."""
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return subprocess.CompletedProcess(["tfdqn.train", *args], code, out.getvalue(), err.getvalue())
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code
+    return subprocess.CompletedProcess([main.__module__, *args], code, out.getvalue(), err.getvalue())
+
+
+def train_in_process(*args: str) -> subprocess.CompletedProcess:
+    """`python -m tfdqn.train args...` as `run_module` runs it, but in this process (`main_in_process`)."""
+    from tfdqn.train import main
+
+    return main_in_process(main, *args)
 
 
 def checkpoint_steps(checkpoints) -> list[int]:

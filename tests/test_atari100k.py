@@ -3,7 +3,6 @@ side on the cores and as Ray tasks, named by their recipe, kept by the record.""
 
 import contextlib
 import hashlib
-import io
 import itertools
 import json
 import pathlib
@@ -15,7 +14,7 @@ import pytest
 import scipy.stats
 from rliable import metrics
 
-from tests.conftest import REPO
+from tests.conftest import REPO, main_in_process
 from tfdqn.bench.atari100k_scores import (DRQ_EPS_RUNS, DRQ_EPS_RUNS_SHA256, SCORES, drq_eps_mean, drq_eps_percentile,
                                     drq_eps_runs, human_normalized)
 
@@ -77,13 +76,8 @@ def _tfdqn(*args: str) -> subprocess.CompletedProcess:
     their own either way)."""
     from tfdqn.command import main
 
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(REPO):
-        try:
-            code = main(list(args))
-        except SystemExit as exit_:  # the parser's own refusals
-            code = exit_.code
-    return subprocess.CompletedProcess(["tfdqn", *args], code, out.getvalue(), err.getvalue())
+    with contextlib.chdir(REPO):
+        return main_in_process(main, *args)
 
 
 def _atari100k(tmp_path, *args):

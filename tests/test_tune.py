@@ -12,7 +12,7 @@ import time
 import optuna
 import pytest
 
-from tests.conftest import REPO, SMALL_CARTPOLE
+from tests.conftest import REPO, SMALL_CARTPOLE, main_in_process
 from tests.postgres_server import available, postgres_server
 from tfdqn import config as config_lib
 from tfdqn.errors import UserError
@@ -64,20 +64,14 @@ def test_the_objective_scores_the_last_evaluations_or_the_steps_to_a_target(tmp_
     assert read_evaluations(tmp_path) == [(400, 20.0)]  # the row being written is not read
 
 
-def _tune_in_process(capsys, *args: str) -> tuple[int, str]:
-    """`python -m tfdqn.tune args...`'s main in this process (a refusal needs no interpreter of its own): its exit
-    code and what it wrote to stderr."""
+def _tune_in_process(*args: str) -> subprocess.CompletedProcess:
+    """`python -m tfdqn.tune args...` in this process (a refusal needs no interpreter of its own)."""
     from tfdqn.tune import main
 
-    capsys.readouterr()
-    try:
-        code = main(list(args))
-    except SystemExit as exit_:  # the parser's own refusals
-        code = exit_.code
-    return code, capsys.readouterr().err
+    return main_in_process(main, *args)
 
 
-def test_bad_command_lines_get_one_line_before_any_trial(tmp_path, capsys):
+def test_bad_command_lines_get_one_line_before_any_trial(tmp_path):
     for args, message in [
         (["--param", "learner.n_step=uniform:1:3"], "learner.n_step takes int values"),
         (["--param", "learner.n_step=choice:1,x"], "config key learner.n_step = 'x' is not an integer"),
@@ -85,9 +79,9 @@ def test_bad_command_lines_get_one_line_before_any_trial(tmp_path, capsys):
         ([], "no --param given"),
         (["--param", "learner.gamma=uniform:0.9:0.99", "--heartbeat", "0"], "--heartbeat 0; allowed: seconds > 0"),
     ]:
-        code, err = _tune_in_process(capsys, "--env", "CartPole", "--trials", "2", "--logdir", str(tmp_path), *args)
-        assert code == 2 and err.count("\n") == 1, err
-        assert message in err
+        refused = _tune_in_process("--env", "CartPole", "--trials", "2", "--logdir", str(tmp_path), *args)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+        assert message in refused.stderr
     assert not list(tmp_path.iterdir())  # no study, no trial folder
 
 
@@ -145,7 +139,7 @@ def test_a_sqlite_study_survives_a_killed_worker_and_writes_its_results(tmp_path
 
 @pytest.mark.slow
 @pytest.mark.skipif(not available(), reason="Debian's postgresql is not installed (.ci/run installs it)")
-def test_two_workers_share_a_study_on_a_postgresql_server(tmp_path, capsys):
+def test_two_workers_share_a_study_on_a_postgresql_server(tmp_path):
     with postgres_server() as url:
         tune = _tune(tmp_path, "--trials", "2", "--workers", "2", "--storage", url, "--study", "shared")
         out, err = tune.communicate(timeout=400)
@@ -154,6 +148,6 @@ def test_two_workers_share_a_study_on_a_postgresql_server(tmp_path, capsys):
         assert _finished(study) >= 2 and "FAIL" not in [t.state.name for t in study.get_trials()]
         _check_trials_match_their_runs(study)
         assert "study 'shared' (postgresql+psycopg://" in out
-        code, err = _tune_in_process(capsys, *TRIAL, "--param", "learner.gamma=uniform:0.9:0.99", "--trials", "2",
-                                     "--storage", url, "--study", "shared", "--logdir", str(tmp_path))
-        assert code == 2 and "--study 'shared' exists with param" in err
+        refused = _tune_in_process(*TRIAL, "--param", "learner.gamma=uniform:0.9:0.99", "--trials", "2",
+                                   "--storage", url, "--study", "shared", "--logdir", str(tmp_path))
+        assert refused.returncode == 2 and "--study 'shared' exists with param" in refused.stderr
