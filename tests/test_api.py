@@ -11,8 +11,11 @@ import tfdqn
 from tests.conftest import REPO
 from tfdqn.errors import UserError
 
+# No XLA compile of the update (as tests/data/cartpole_small.yaml): it costs ~3 CPU-s per run and none of these
+# runs is about it; test_quiet_prints_nothing_at_all keeps the packaged default's, whose C++ lines it checks.
 SHORT = {"run.total_steps": 600, "run.learning_starts": 200, "run.eval_every": 200, "run.eval_episodes": 1,
-         "run.final_eval_episodes": 1, "run.checkpoint_every": 300, "run.log_every": 300}
+         "run.final_eval_episodes": 1, "run.checkpoint_every": 300, "run.log_every": 300,
+         "compute.update_jit_compile": False}
 
 
 def _config(**settings):
@@ -20,11 +23,12 @@ def _config(**settings):
 
 
 def test_the_same_call_twice_trains_two_runs_and_a_used_run_dir_is_refused_naming_the_arguments(tmp_path):
-    first = tfdqn.train(_config(), logdir=str(tmp_path), quiet=True)
-    second = tfdqn.train(_config(), logdir=str(tmp_path), quiet=True)
+    shorter = {"run.total_steps": 300, "run.eval_every": 0}  # two runs' folders: their length is not checked
+    first = tfdqn.train(_config(**shorter), logdir=str(tmp_path), quiet=True)
+    second = tfdqn.train(_config(**shorter), logdir=str(tmp_path), quiet=True)
     assert first["run_dir"] != second["run_dir"] and second["run_dir"].startswith(first["run_dir"][:-7])
     with pytest.raises(UserError) as caught:
-        tfdqn.train(_config(), run_dir=first["run_dir"], quiet=True)
+        tfdqn.train(_config(**shorter), run_dir=first["run_dir"], quiet=True)
     assert str(caught.value) == (f"run_dir {first['run_dir']!r} already exists and is not empty; allowed: another "
                                  f"run_dir, run_dir=None for a fresh one, or resume=True to continue its run")
 

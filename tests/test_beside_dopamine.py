@@ -9,15 +9,15 @@ import shutil
 import numpy as np
 import pytest
 
-from tests.conftest import REPO, run_module
+from tests.conftest import REPO, main_in_process, run_module
 
 CURVES = REPO / "docs" / "dopamine-curves.json"
 AGENTS = ["jax_iqn_cnn", "jax_iqn_impala", "tf_iqn_legacy", "jax_dqn_cnn", "jax_dqn_impala", "jax_rainbow_cnn",
           "jax_rainbow_impala", "tf_rainbow_legacy", "tf_dqn_legacy"]
-WINDOW = 400  # --iteration-steps: a few windows in a tiny run, some without a game's end
-# Pong games cut at 2,000 frames (500 agent steps): a game ends in most windows, never in the first
-TINY_PONG = {"env.id": "Pong", "env.screen_size": 42, "env.max_episode_frames": 2000, "run.total_steps": 2100,
-             "replay.capacity": 2000, "run.learning_starts": 300, "run.eval_every": 2000, "run.eval_episodes": 1,
+WINDOW = 200  # --iteration-steps: a few windows in a tiny run, some without a game's end
+# Pong games cut at 1,000 frames (250 agent steps): a game ends in most windows, never in the first
+TINY_PONG = {"env.id": "Pong", "env.screen_size": 42, "env.max_episode_frames": 1000, "run.total_steps": 1100,
+             "replay.capacity": 2000, "run.learning_starts": 300, "run.eval_every": 1000, "run.eval_episodes": 1,
              "run.final_eval_episodes": 1, "run.checkpoint_every": 0, "run.log_every": 1000}
 
 
@@ -36,11 +36,19 @@ def _beside(*args):
     return run_module("tools.beside_dopamine", *args, timeout=120)
 
 
+def _beside_in_process(*args):
+    """The tool's main in this process, for a run the test only reads back (no interpreter start-up of its own);
+    its one-line refusals stay in a fresh process (`_beside`), as a user sees them."""
+    from tools.beside_dopamine import main
+
+    return main_in_process(main, *args)
+
+
 def test_each_complete_window_is_the_mean_of_the_games_that_ended_in_it_beside_dopamine(pong_run, tmp_path):
     from tfdqn.bench.runkey import recipe_hash
 
     run_dir, config = pong_run
-    result = _beside(str(run_dir), "--agent", "jax_rainbow_cnn", "--agent", "tf_dqn_legacy",
+    result = _beside_in_process(str(run_dir), "--agent", "jax_rainbow_cnn", "--agent", "tf_dqn_legacy",
                      "--iteration-steps", str(WINDOW), "--out", str(tmp_path / "beside.json"),
                      "--table", str(tmp_path / "beside.md"), "--plot", str(tmp_path / "beside"))
     assert result.returncode == 0, result.stderr

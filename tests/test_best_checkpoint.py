@@ -2,6 +2,7 @@
 kept by the pruning of newer checkpoints and across a resume; and the deployment page's "Use a trained agent"
 commands, run as written on a real run, evaluate the same games `load_policy` plays."""
 
+import importlib
 import json
 import shlex
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 import tfdqn
+from tests.conftest import main_in_process
 from tests.test_policy import doc_blocks
 from tfdqn.agent.agent import make_agent
 from tfdqn.agent.networks import make_network
@@ -102,13 +104,15 @@ def test_the_best_checkpoint_is_the_best_evaluation_and_evaluates_by_step(evalua
 
 
 @pytest.mark.slow
-def test_the_readme_commands_run_as_written_and_agree_with_load_policy(evaluated_run, run_cmd):
+def test_the_readme_commands_run_as_written_and_agree_with_load_policy(evaluated_run):
+    """Each `python -m MODULE ARGS` line runs as `MODULE.main(ARGS)`, what `python -m` runs (`sys.exit(main())`), in
+    this process: the reports are read back, and three TensorFlow start-ups are spared."""
     [commands] = doc_blocks("docs/guide/deployment.md", "Use a trained agent", "bash")
     reports = {}
     for line in commands.strip().splitlines():
         program, flag, module, *args = shlex.split(line.replace("runs/RUN", str(evaluated_run)))
         assert (program, flag) == ("python", "-m"), line
-        result = run_cmd(module, *args)
+        result = main_in_process(importlib.import_module(module).main, *args)
         assert result.returncode == 0, f"{line}: {result.stderr}"
         reports[line] = json.loads(result.stdout.strip().splitlines()[-1])
     best = json.loads((evaluated_run / "checkpoints" / "best.json").read_text())["env_steps"]

@@ -59,15 +59,16 @@ def test_a_state_naming_what_this_install_lacks_stops_restore_and_changes_nothin
     _two_checkpoints(tmp_path, newest_state={"kept": fractions.Fraction(1, 3)})
     _rename_in_pickle(tmp_path / "state-600.pkl", old, new)
     before = files_and_hashes(tmp_path)
+    agent, replay = _parts()  # a resumed process's: it acts with the same network once restore stops
     with pytest.raises(UserError) as raised:
-        Checkpointer(tmp_path, *_parts()).restore_latest()
+        Checkpointer(tmp_path, agent, replay).restore_latest()
     message = str(raised.value)
     assert "\n" not in message and named in message and f"env step 600 in {tmp_path}" in message
     assert f"allowed: the versions that wrote it (python {installed_versions()['python']}" in message
     assert f"tfdqn {installed_versions()['tfdqn']}" in message
     assert files_and_hashes(tmp_path) == before
     # Acting needs no pickled state: evaluation and export still read the newest network.
-    assert restore_online(tmp_path, _parts()[0].online) == 600
+    assert restore_online(tmp_path, agent.online) == 600
     assert files_and_hashes(tmp_path) == before
 
 
@@ -121,15 +122,16 @@ def test_a_disk_error_that_stays_is_reported_with_nothing_renamed_or_deleted(tmp
         raise error
 
     monkeypatch.setattr(checkpoint_module, "_load_state", failing)
+    agent, replay = _parts()  # a resumed process's, whose evaluation then reads the network alone
     with pytest.raises(RunFailure) as raised:
-        Checkpointer(tmp_path, *_parts()).restore_latest()
+        Checkpointer(tmp_path, agent, replay).restore_latest()
     message = str(raised.value)
     assert f"checkpoint at env step 600 in {tmp_path} could not be read" in message and "\n" not in message
     assert "nothing was renamed or deleted" in message
     assert len(calls) == tries and len(sleeps) == tries - 1  # never fell back to the older checkpoint
     monkeypatch.setattr(checkpoint_module, "_load_matched", failing)
     with pytest.raises(RunFailure, match="could not be read"):
-        restore_online(tmp_path, _parts()[0].online)
+        restore_online(tmp_path, agent.online)
     assert files_and_hashes(tmp_path) == before
 
 
@@ -191,9 +193,10 @@ def test_damaged_newest_falls_back_and_the_saves_after_keep_it_and_the_one_resum
     checkpointer.save(500, {"at": 500})
     assert complete_steps(tmp_path) == [600, 500, 400] and not list(tmp_path.glob("ckpt-300.*"))
     assert damaged.items() <= files_and_hashes(tmp_path).items()  # untouched, every file of it
-    assert Checkpointer(tmp_path, *_parts()).restore_latest() == (500, {"at": 500})
+    resumed = _parts()  # a later process's, resuming twice
+    assert Checkpointer(tmp_path, *resumed).restore_latest() == (500, {"at": 500})
     checkpointer.save(600, {"at": 600})  # the run's own checkpoint at that step replaces the damaged one
-    assert Checkpointer(tmp_path, *_parts()).restore_latest() == (600, {"at": 600})
+    assert Checkpointer(tmp_path, *resumed).restore_latest() == (600, {"at": 600})
     assert complete_steps(tmp_path) == [600, 500]
 
 

@@ -113,7 +113,7 @@ def test_run_cli_in_process_maps_errors_to_codes(capsys):
     assert run_cli(OneLineErrorParser(prog="no-debug-flag"), raising(UserError("x")), []) == 2
 
 
-START = textwrap.dedent("""
+START_UP = textwrap.dedent("""
     import sys
     from tfdqn.cli import start_tensorflow
     try:
@@ -121,16 +121,47 @@ START = textwrap.dedent("""
     except ImportError as error:
         print("start-up failed:", error)
         sys.exit(3)
+""")
+AFTER_START_UP = textwrap.dedent("""
     import tensorflow as tf
     print(int(tf.constant(2) + 1))
     print("the one line after start-up", file=sys.stderr)
 """)
+START = START_UP + AFTER_START_UP
+SKIPPED = textwrap.dedent("""
+    from tfdqn.cli import UNUSED_BY_TENSORFLOW_IMPORT
+    print(sorted(name for name in UNUSED_BY_TENSORFLOW_IMPORT if name in sys.modules))
+""")
+# Run after START's stderr line: what stderr gets from here on (a GPU host's jax warning, a traceback) goes to
+# the file sys.argv[1], so that START's stderr stays what start-up and one TensorFlow op left there.
+SKIPPED_STAY_IMPORTABLE = textwrap.dedent("""
+    import os
+    sys.stderr.flush()
+    os.dup2(os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC), 2)
+    import jax, matplotlib.pyplot, pandas  # still importable afterwards
+    print(jax.numpy.add(1, 2), matplotlib.pyplot.figure is not None, len(pandas.DataFrame({"a": [1, 2]})))
+    import importlib.util
+    if importlib.util.find_spec("IPython"):  # no dependency of tfdqn's: where installed, importable afterwards too
+        import IPython
+        print(IPython.get_ipython())
+""")
 
 
-def test_start_tensorflow_keeps_its_cpp_start_up_lines_off_stderr():
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}  # the most it ever prints
-    result = _python(START, env=env)
-    assert (result.returncode, result.stdout, result.stderr) == (0, "3\n", "the one line after start-up\n")
+@pytest.fixture(scope="module")
+def started_tensorflow(tmp_path_factory):
+    """One fresh process (a TensorFlow start-up costs seconds of CPU) for the two tests below: start_tensorflow
+    at TF_CPP_MIN_LOG_LEVEL=0, the most it ever prints, then what it imported, a TensorFlow op and one stderr
+    line, then the optional packages it skipped imported, their stderr kept in a file of its own."""
+    later_stderr = tmp_path_factory.mktemp("start_tensorflow") / "stderr_after_the_one_line"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "0"}
+    result = _python(START_UP + SKIPPED + AFTER_START_UP + SKIPPED_STAY_IMPORTABLE, str(later_stderr), env=env)
+    return result, later_stderr.read_text() if later_stderr.exists() else ""
+
+
+def test_start_tensorflow_keeps_its_cpp_start_up_lines_off_stderr(started_tensorflow):
+    result, _ = started_tensorflow
+    assert (result.returncode, result.stdout.splitlines()[1:2], result.stderr) == (0, ["3"],
+                                                                                   "the one line after start-up\n")
 
 
 def _fake_tensorflow(folder, fails: bool) -> dict:
@@ -160,24 +191,13 @@ def test_a_failed_start_up_shows_what_it_wrote_and_raises(tmp_path):
     assert result.stderr == "I0000 port.cc:153] oneDNN custom operations are on.\n"
 
 
-SKIPPED = textwrap.dedent("""
-    import sys
-    from tfdqn.cli import UNUSED_BY_TENSORFLOW_IMPORT, start_tensorflow
-    start_tensorflow()
-    print(sorted(name for name in UNUSED_BY_TENSORFLOW_IMPORT if name in sys.modules))
-    import jax, matplotlib.pyplot, pandas  # still importable afterwards
-    print(jax.numpy.add(1, 2), matplotlib.pyplot.figure is not None, len(pandas.DataFrame({"a": [1, 2]})))
-    import importlib.util
-    if importlib.util.find_spec("IPython"):  # no dependency of tfdqn's: where installed, importable afterwards too
-        import IPython
-        print(IPython.get_ipython())
-""")
-
-
-def test_start_tensorflow_skips_optional_packages_it_would_import_for_nothing_and_leaves_them_importable():
-    result = _python(SKIPPED)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout == "[]\n3 True 2\n" + ("None\n" if importlib.util.find_spec("IPython") else "")
+def test_start_tensorflow_skips_optional_packages_it_would_import_for_nothing_and_leaves_them_importable(
+        started_tensorflow):
+    result, later_stderr = started_tensorflow
+    assert result.returncode == 0, result.stderr + later_stderr
+    lines = result.stdout.splitlines(keepends=True)  # [what start-up imported, the op's 3, the packages' lines]
+    assert "".join([lines[0], *lines[2:]]) == "[]\n3 True 2\n" + ("None\n" if importlib.util.find_spec("IPython")
+                                                                 else "")
 
 
 @pytest.mark.parametrize("text, expected, value", [
@@ -281,8 +301,8 @@ def test_the_learning_curve_plots_the_evaluations_tensorboard_shows_without_star
     from tfdqn.telemetry.tensorboard import read_scalars
 
     run_dir = tmp_path / "runs" / "a"
-    trained = train_in_process(*TINY, "--set", "run.eval_every=500", "--set", "run.eval_episodes=1",
-                               "--logdir", str(run_dir.parent), "--run-name", "a")
+    trained = train_in_process(*TINY, "--total-steps", "1000", "--set", "run.eval_every=500",  # 2 evaluations
+                               "--set", "run.eval_episodes=1", "--logdir", str(run_dir.parent), "--run-name", "a")
     assert trained.returncode == 0, trained.stderr
     probe = ("import json, pathlib, sys; from tools import plot_learning_curve as plot; "
              f"points = plot.eval_returns(pathlib.Path({str(run_dir)!r})); "

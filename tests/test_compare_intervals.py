@@ -4,10 +4,11 @@ import sys
 
 import pytest
 
-from tests.conftest import REPO, tensorboard_tags
+from tests.conftest import REPO, main_in_process, tensorboard_tags
 from tfdqn.bench.windows import steady_state
 
 from tfdqn.bench import compare as compare_intervals
+from tfdqn.command import main as command_main
 
 
 def _windows(values: list[float], every: int = 100) -> list[tuple[int, float]]:
@@ -41,9 +42,10 @@ def test_repeats_are_interleaved():  # the sweep test runs one repeat: two would
 @pytest.mark.slow
 def test_sweep_writes_csv_table_figures_and_tensorboard_logs(tmp_path):
     out = tmp_path / "sweep"
-    result = subprocess.run([sys.executable, "-m", "tfdqn", "compare", "--env", "CartPole", "--intervals", "0.5",
-                             "4", "--steps", "600", "--out", str(out)], cwd=REPO,
-                            capture_output=True, text=True, timeout=600)
+    # in this process (the command's own main): the test reads back what it wrote and printed, and a fresh
+    # process would only add a TensorFlow start-up; 400 steps leave six steady windows of 40 per interval
+    result = main_in_process(command_main, "compare", "--env", "CartPole", "--intervals", "0.5", "4", "--steps", "400",
+                             "--out", str(out))
     assert result.returncode == 0, result.stderr
     rows = list(csv.DictReader((out / "intervals.csv").open()))
     assert [(float(r["training_interval"]), int(r["repeat"])) for r in rows] == [(0.5, 0), (4, 0)]

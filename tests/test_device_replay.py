@@ -89,8 +89,10 @@ def test_replay_fed_fused_updates_trace_once(loss):
 
 @pytest.mark.slow
 def test_training_with_the_accelerator_replay(tmp_path):
-    result = train_in_process(*TINY, "--set", "replay.device=accelerator", "--logdir", str(tmp_path),
-                              "--run-name", "a")
+    # Learning starts at 100 instead of TINY's 500: the same 1000 updates (with a checkpoint at 1000) in 1100 steps
+    result = train_in_process(*TINY, "--total-steps", "1100", "--learning-starts", "100", "--set",
+                              "run.final_eval_episodes=1", "--set", "replay.device=accelerator", "--logdir",
+                              str(tmp_path), "--run-name", "a")
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["updates"] == 1000 and summary["replay_device"] == "accelerator"

@@ -83,12 +83,13 @@ def test_held_acting_noise_is_redrawn_in_the_warm_up_where_updates_would_fall_an
 
 @pytest.mark.slow
 def test_async_run_holds_the_replay_ratio_within_five_percent(tmp_path):
-    args = [*TINY, "--total-steps", "3000", "--training-interval", "2", "--set", "run.async_learner=true",
+    # Learning starts at 500; the windows after step 1000 (1500, 2000, 2500) are the ones checked.
+    args = [*TINY, "--total-steps", "2500", "--training-interval", "2", "--set", "run.async_learner=true",
             "--logdir", str(tmp_path), "--run-name", "a"]
     result = train_in_process(*args)
     assert result.returncode == 0, result.stderr
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
-    assert summary["async_learner"] and summary["updates"] == (3000 - 500) // 2
+    assert summary["async_learner"] and summary["updates"] == (2500 - 500) // 2
     steps = read_scalars(tmp_path / "a", "perf/env_steps_per_sec")
     updates = dict(read_scalars(tmp_path / "a", "perf/updates_per_sec"))  # written from the first update on
     ratios = [updates[step] / s for step, s in steps if step > 1000]  # windows after learning starts
@@ -143,7 +144,9 @@ def test_a_prefetched_call_gets_the_batches_drawn_as_the_previous_call_went_to_t
 def test_prefetched_runs_repeat_themselves_with_compressed_frames_or_raw(tmp_path):
     runs = {}
     for name, compression in (("raw", "none"), ("zstd", "zstd")):
-        result = train_in_process(*TINY, "--seed", "4", "--set", "replay.prefetch=true", "--set",
+        # 500 prefetched updates after learning starts at 500 and one final evaluation episode: the runs compared
+        result = train_in_process(*TINY, "--seed", "4", "--total-steps", "1000", "--set",
+                                  "run.final_eval_episodes=1", "--set", "replay.prefetch=true", "--set",
                                   f"replay.compression={compression}", "--logdir", str(tmp_path), "--run-name", name)
         assert result.returncode == 0, result.stderr
         runs[name] = ((tmp_path / name / "episodes.csv").read_text(),

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import tfdqn
-from tests.conftest import REPO
+from tests.conftest import REPO, main_in_process
 from tests.test_policy import doc_blocks
 from tfdqn import config as config_lib
 from tfdqn.agent.agent import make_agent
@@ -148,10 +148,11 @@ def test_the_command_line_explains_itself_and_names_what_is_allowed(cartpole_run
     readme = " ".join((REPO / "README.md").read_text().split())
     assert "exports the best-evaluated network to `runs/RUN/policy/`" in readme
     run_dir = str(cartpole_run[0])
-    _one_line_error(run_cmd("tfdqn.export", run_dir, "--checkpoint", "1200"),
+    # a real process's one-line error (the last), and the same code path's other refusals read in this process
+    _one_line_error(main_in_process(export_main, run_dir, "--checkpoint", "1200"),
                     "--checkpoint 1200 is not a complete checkpoint", "allowed: latest, 1000, 1500")
-    _one_line_error(run_cmd("tfdqn.export", run_dir, "--checkpoint", "newest"),
+    _one_line_error(main_in_process(export_main, run_dir, "--checkpoint", "newest"),
                     "--checkpoint 'newest' is not latest, best or an env step", "allowed: latest, 1000, 1500")
-    _one_line_error(run_cmd("tfdqn.export", run_dir, "--checkpoint", "best"),
+    _one_line_error(main_in_process(export_main, run_dir, "--checkpoint", "best"),
                     "kept no best checkpoint (one is kept only with run.eval_every > 0)", "allowed: latest, 1000, 1500")
     _one_line_error(run_cmd("tfdqn.export", str(tmp_path)), f"RUN_DIR '{tmp_path}' holds no config.yaml")

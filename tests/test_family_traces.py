@@ -12,6 +12,12 @@ from tfdqn.agent.agent import make_agent
 COMBINATIONS = [*itertools.product(["huber", "categorical", "quantile"], [False, True], [False, True]),
                 ("implicit_quantile", False, False), ("implicit_quantile", True, True)]
 
+# XLA compiles act anew for each batch size, which costs CPU-seconds and traces nothing more: act_function and
+# act_with_epsilon_function are traced once either way (as the update is, whose XLA these tests leave off too).
+# Act runs under XLA where M-DQN runs as CartPole's config runs it (test_munchausen_runs_on_one_trace_per_function_
+# with_each_head[huber-False-False-True]); the other tests act without it.
+NO_ACT_XLA = {"compute.act_jit_compile": False}
+
 
 def _batch(rng, leading, observation_shape, dtype):
     def observations():
@@ -46,18 +52,19 @@ def test_every_head_and_loss_runs_on_one_trace_per_function(loss, dueling, noisy
     config = config_lib.build_config([config_lib.CONFIG_DIR / "cartpole.yaml"], {
         "learner.loss": loss, "network.dueling": dueling, "network.noisy": noisy, "learner.num_atoms": 11,
         "learner.num_quantiles": 8, "network.hidden_sizes": [16, 16], "compute.update_jit_compile": False,
-        "learner.num_tau_samples": 4, "learner.num_tau_prime_samples": 5, "learner.num_quantile_samples": 3})
+        "learner.num_tau_samples": 4, "learner.num_tau_prime_samples": 5, "learner.num_quantile_samples": 3,
+        **NO_ACT_XLA})
     _check_traces(make_agent(config, (4,), np.float32, 2), (4,), np.float32)
 
 
 def test_the_rainbow_update_with_augmentation_on_atari_frames_runs_on_one_trace():
     config = config_lib.resolve_config([], {"env.id": "Pong", "learner.augment_pad": 4,
-                                            "learner.augment_intensity": 0.05}, preset="rainbow")
+                                            "learner.augment_intensity": 0.05, **NO_ACT_XLA}, preset="rainbow")
     _check_traces(make_agent(config, (4, 84, 84), np.uint8, 2), (4, 84, 84), np.uint8)
 
 
-# M-DQN as CartPole's config runs it (its update under XLA), and the other heads with it as the rest of this file
-# runs them (XLA's compiles of their larger updates take seconds each and trace nothing more)
+# M-DQN as CartPole's config runs it (its update and act under XLA), and the other heads with it as the rest of this
+# file runs them (XLA's compiles of their larger updates take seconds each and trace nothing more)
 @pytest.mark.parametrize("loss, dueling, noisy, xla", [("huber", False, False, True), ("huber", True, True, False),
                                                         ("implicit_quantile", True, False, False)])
 def test_munchausen_runs_on_one_trace_per_function_with_each_head(loss, dueling, noisy, xla):
@@ -65,18 +72,20 @@ def test_munchausen_runs_on_one_trace_per_function_with_each_head(loss, dueling,
         "learner.munchausen": True, "learner.n_step": 1, "learner.loss": loss, "network.dueling": dueling,
         "network.noisy": noisy,
         "learner.num_tau_samples": 4, "learner.num_tau_prime_samples": 5, "learner.num_quantile_samples": 3,
-        "network.hidden_sizes": [16, 16], "compute.update_jit_compile": xla})
+        "network.hidden_sizes": [16, 16], "compute.update_jit_compile": xla, **({} if xla else NO_ACT_XLA)})
     _check_traces(make_agent(config, (4,), np.float32, 2), (4,), np.float32)
 
 
 def test_the_iqn_update_with_augmentation_on_atari_frames_runs_on_one_trace():
     config = config_lib.resolve_config([], {"env.id": "Pong", "env.screen_size": 42, "learner.augment_pad": 4,
                                             "learner.num_tau_samples": 8, "learner.num_tau_prime_samples": 8,
-                                            "learner.double_dqn": True, "network.dueling": True}, preset="iqn")
+                                            "learner.double_dqn": True, "network.dueling": True, **NO_ACT_XLA},
+                                       preset="iqn")
     _check_traces(make_agent(config, (4, 42, 42), np.uint8, 2), (4, 42, 42), np.uint8)
 
 
 def test_the_impala_network_with_munchausen_and_drq_augmentation_runs_on_one_trace_per_function():
     config = config_lib.resolve_config([], {"env.id": "Pong", "network.kind": "impala", "env.screen_size": 42,
-                                            "learner.munchausen": True, "learner.n_step": 1}, preset="drq_eps")
+                                            "learner.munchausen": True, "learner.n_step": 1, **NO_ACT_XLA},
+                                       preset="drq_eps")
     _check_traces(make_agent(config, (4, 42, 42), np.uint8, 2), (4, 42, 42), np.uint8)

@@ -127,9 +127,11 @@ def test_noisy_acting_draws_noise_in_the_act_graph_and_evaluation_acts_on_the_me
 
 def test_held_noise_acts_alike_until_an_update_redraws_it_from_the_seeded_stream():
     """network.noise_refresh: update: the online network holds its acting noise (target holds none); act calls
-    draw nothing and agree until an update redraws it, the same way for the same seed."""
+    draw nothing and agree until an update redraws it, the same way for the same seed. The update runs without
+    XLA, as tests/data/cartpole_small.yaml runs it (its compile cost 3 CPU-s per agent; XLA graphs holding and
+    redrawing noise: tests/test_noisy.py)."""
     config = config_lib.resolve_config([], {"env.id": "CartPole", "network.noisy": True,
-                                            "network.noise_refresh": "update"})
+                                            "network.noise_refresh": "update", "compute.update_jit_compile": False})
     agent, again = (make_agent(config, (4,), np.float32, 2) for _ in range(2))
     assert len(noisy.holding_layers(agent.online)) == 2 and noisy.holding_layers(agent.target) == []
     observation = np.random.default_rng(5).normal(size=(512, 4)).astype(np.float32)

@@ -73,7 +73,11 @@ def _wait_for_checkpoint(run_dir, process, timeout=120) -> None:
 
 @pytest.mark.slow
 def test_a_second_training_process_is_refused_and_a_killed_ones_run_is_taken_over(tmp_path):
+    # no learning (neither process reaches learning_starts: no update compiled while the first is waited on, killed
+    # or resumed), no periodic evaluation and one final evaluation episode: the lock is what is tested, not the run
     args = ["--env", "CartPole", "--total-steps", "100000", "--checkpoint-every", "500", "--quiet",
+            "--set", "run.learning_starts=50000",
+            "--set", "run.eval_every=0", "--set", "run.final_eval_episodes=1",
             "--logdir", str(tmp_path), "--run-name", "r"]
     first = subprocess.Popen([sys.executable, "-m", "tfdqn.train", *args], cwd=REPO, stdout=subprocess.DEVNULL,
                              stderr=subprocess.DEVNULL, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})

@@ -205,8 +205,11 @@ def test_run_programs_without_tensorflow(atari, tmp_path):
     copy = tmp_path / "copy"
     for folder in ("tfdqn", "tools"):
         shutil.copytree(REPO / folder, copy / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    result = subprocess.run([sys.executable, "-m", "tools.run_programs", str(out), "--seconds", "0.3", "--atari-env",
-                             "--num-envs", "2"], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    # 0.05 s, not 0.3, of timed calls per program (each still times >= 3 calls), of the env and of the matmul
+    # yardstick: the report's figures are only checked to be there and sane, and busy-timed seconds are CPU work
+    result = subprocess.run([sys.executable, "-m", "tools.run_programs", str(out), "--seconds", "0.05",
+                             "--atari-env", "--num-envs", "2"], cwd=copy, env=env, capture_output=True, text=True,
+                            timeout=300)
     assert result.returncode == 0, result.stderr
     report = json.loads((out / "timings.json").read_text())
     assert {"device", "peak", "programs", "learner_ceilings", "end_to_end"} <= set(report)

@@ -262,16 +262,22 @@ def test_deterministic_with_the_async_learner_is_refused():
 
 @pytest.mark.slow
 def test_deterministic_reaches_tensorflow_and_the_saved_config(tmp_path):
-    code = ("import sys; from tfdqn.cli import start_tensorflow; start_tensorflow()\n"
-            "from tensorflow.python.framework import config as tf_config\n"
-            "from tfdqn.train import main\n"
-            "code = main(sys.argv[1:])\n"
-            "print('op determinism:', tf_config.is_op_determinism_enabled()); sys.exit(code)")
+    """In this process, which TensorFlow has started in already (no start-up of its own): op determinism is off
+    before the run and on after it, and turned off again after the test (process-wide, it would follow this
+    worker's later tests)."""
+    from tensorflow.python.framework import config as tf_config
+
+    from tests.conftest import train_in_process
+
     args = ["--env", "CartPole", "--deterministic", "--total-steps", "600", "--learning-starts", "300", "--quiet",
             "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "d"]
-    result = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    assert _stdout_lines(result)[-1] == "op determinism: True"
+    assert not tf_config.is_op_determinism_enabled()  # so it is the run that turns it on
+    try:
+        result = train_in_process(*args)
+        assert result.returncode == 0, result.stderr
+        assert tf_config.is_op_determinism_enabled()
+    finally:
+        tf_config.disable_op_determinism()
     assert yaml.safe_load((tmp_path / "d" / "config.yaml").read_text())["compute"]["deterministic"] is True
 
 
@@ -299,9 +305,10 @@ def test_a_start_that_fails_leaves_no_folder_prints_no_folder_line_and_print_con
 @pytest.mark.slow
 def test_the_bar_names_an_evaluation_while_it_plays_keeps_its_clock_moving_and_the_time_left_counts_them(tmp_path):
     # 300 greedy games of MountainCar, 200 steps each (an untrained network never reaches the flag): seconds of play
-    # at env steps 1,000, 2,000 and 3,000 (the last), then 1 game of each of two networks at the end. Four updates per
-    # env step make learning last long enough for the time-left line (3 s of rate, evaluations left out).
-    result = run_module("tfdqn.train", "--env", "MountainCar", "--total-steps", "3000", "--learning-starts", "500",
+    # at env steps 1,000, 2,000 and 2,200 (the last), then 1 game of each of two networks at the end. Four updates per
+    # env step make learning last long enough for the time-left line (3 s of rate, evaluations left out) before
+    # 2,000; the 200 steps after it only reach the last step's evaluation.
+    result = run_module("tfdqn.train", "--env", "MountainCar", "--total-steps", "2200", "--learning-starts", "500",
                         "--training-interval", "0.25", "--set", "run.eval_every=1000", "--set", "run.eval_episodes=300",
                         "--set", "run.final_eval_episodes=1", "--logdir", str(tmp_path), "--run-name", "r")
     assert result.returncode == 0, result.stderr

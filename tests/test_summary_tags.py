@@ -75,10 +75,12 @@ def test_the_replay_chart_counts_the_compressed_frames_the_replay_holds(tmp_path
     holds at least what summary.json gives for them (its memory less its fixed arrays)."""
     import tfdqn
 
+    # the replay fills while acting: a run that never reaches learning_starts compiles no update, and games cut at
+    # 1,000 frames keep the final evaluation short
     config = config_lib.resolve_config([], {"env.id": "Pong", "env.screen_size": 42, "replay.capacity": 20_000,
-                                            "replay.compression": "lz4", "run.total_steps": 1200,
-                                            "run.learning_starts": 1000, "run.log_every": 600, "run.eval_every": 0,
-                                            "run.final_eval_episodes": 1, "env.max_episode_frames": 2000})
+                                            "replay.compression": "lz4", "run.total_steps": 600,
+                                            "run.learning_starts": 1000, "run.log_every": 300, "run.eval_every": 0,
+                                            "run.final_eval_episodes": 1, "env.max_episode_frames": 1000})
     summary = tfdqn.train(config, tmp_path / "run", quiet=True)
     frames = summary["replay_memory_bytes"] - summary["replay_bytes"]
     last = read_events(tmp_path / "run").Tensors("system/replay_gib")[-1]

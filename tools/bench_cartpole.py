@@ -31,10 +31,12 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from tfdqn.atomic import write_json  # noqa: E402
+from tfdqn.bench.report import command_line  # noqa: E402
 from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli  # noqa: E402
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+PROG = "python -m tools.bench_cartpole"
 
 SOLVED = 475.0  # mean greedy return that counts as solved (CartPole-v1 caps episodes at 500)
 
@@ -159,7 +161,7 @@ def seed_table(runs: list[dict]) -> str:
 
 
 def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python -m tools.bench_cartpole", description=__doc__.split("\n\n")[0],
+    parser = OneLineErrorParser(prog=PROG, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=number(int), default=10, help="seeds to run (default 10)")
     parser.add_argument("--first-seed", type=number(int), default=0, help="first seed (default 0)")
@@ -195,15 +197,17 @@ def _main(args: argparse.Namespace) -> int:
     print()
     print(table(summary))
     if args.out:
-        command = " ".join(["python", "-m", "tools.bench_cartpole", *sys.argv[1:]])
-        write_json(pathlib.Path(args.out), {"command": command,
+        write_json(pathlib.Path(args.out), {"command": args.command,
                                             "overrides": args.set, "eval_every": args.eval_every,
                                             "total_steps": args.total_steps, "summary": summary, "runs": runs})
     return 0
 
 
 def main(argv=None) -> int:
-    return run_cli(build_parser(), _main, argv)
+    """The bench with `argv` (default: this process's), which its record names as the command that ran it."""
+    parser = build_parser()
+    parser.set_defaults(command=command_line(PROG, argv))
+    return run_cli(parser, _main, argv)
 
 
 if __name__ == "__main__":
