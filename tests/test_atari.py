@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 import pytest
 
-from tests.conftest import train_in_process
+from tests.conftest import main_in_process, train_in_process
 from tfdqn.config import EnvConfig
 from tfdqn.envs.make import make_env
 from tfdqn.replay.ring import ReplayRing
@@ -52,7 +52,7 @@ def test_replay_rebuilds_exactly_the_stacks_breakout_produced(compression):
 
 
 @pytest.mark.slow
-def test_breakout_trains_and_evaluates_with_video(tmp_path, capsys):
+def test_breakout_trains_and_evaluates_with_video(tmp_path):
     result = train_in_process("--env", "Breakout", "--total-steps", "1000", "--learning-starts", "500",
                               "--set", "replay.capacity=5000", "--set", "run.final_eval_episodes=1",
                               "--set", "run.eval_every=500", "--set", "run.eval_episodes=1", "--quiet",
@@ -68,12 +68,10 @@ def test_breakout_trains_and_evaluates_with_video(tmp_path, capsys):
     from tfdqn.evaluate import main as evaluate_main
 
     video = tmp_path / "out.mp4"
-    capsys.readouterr()
-    code = evaluate_main([str(run_dir), "--episodes", "1", "--epsilon", "0.05", "--video", str(video)])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    assert "epsilon 0.05" in out and "sticky actions p=0.25" in out
-    report = json.loads(out.strip().splitlines()[-1])
+    result = main_in_process(evaluate_main, str(run_dir), "--episodes", "1", "--epsilon", "0.05", "--video", str(video))
+    assert result.returncode == 0, result.stderr
+    assert "epsilon 0.05" in result.stdout and "sticky actions p=0.25" in result.stdout
+    report = json.loads(result.stdout.strip().splitlines()[-1])
     capture = cv2.VideoCapture(str(video))
     frames = int(capture.get(cv2.CAP_PROP_FRAME_COUNT))
     ok, first = capture.read()

@@ -2,23 +2,21 @@
 84x84."""
 
 import json
-import sys
 
 import pytest
 
-from tfdqn.cli import run_cli
+from tests.conftest import main_in_process
 from tools import bench_networks
 
 
 @pytest.mark.slow
-def test_the_bench_times_every_network_and_frame_size(tmp_path, monkeypatch, capsys):
-    # Its `__main__` line in this process, on the command line as `python -m` hands it over: the timed networks
-    # and the Keras graphs are the same, and no second TensorFlow starts up (seconds of CPU).
-    monkeypatch.setattr(sys, "argv", [bench_networks.__file__, "--seconds", "0.05", "--rounds", "1", "--variants",
-                                      "small_42", "small_42_bf16", "impala_42", "impala_42_qr", "impala_42_iqn8",
-                                      "--out", str(tmp_path / "n.json"), "--table", str(tmp_path / "n.md")])
-    code = run_cli(bench_networks.build_parser(), bench_networks._main, None)
-    assert code == 0, capsys.readouterr().err
+def test_the_bench_times_every_network_and_frame_size(tmp_path):
+    # Its main in this process: the timed networks and the Keras graphs are the same, and no second TensorFlow
+    # starts up (seconds of CPU).
+    result = main_in_process(bench_networks.main, "--seconds", "0.05", "--rounds", "1", "--variants", "small_42",
+                             "small_42_bf16", "impala_42", "impala_42_qr", "impala_42_iqn8",
+                             "--out", str(tmp_path / "n.json"), "--table", str(tmp_path / "n.md"))
+    assert result.returncode == 0, result.stderr
     written = json.loads((tmp_path / "n.json").read_text())
     assert written["command"].startswith("python -m tools.bench_networks --seconds 0.05 --rounds 1 ")
     figures = written["figures"]

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.conftest import main_in_process
 from tfdqn.run.markers import complete_steps
 
 REPORT_KEYS = {"run_dir", "checkpoint_env_steps", "episodes", "epsilon", "return_mean", "return_std", "returns"}
@@ -44,14 +45,19 @@ def test_bad_arguments_are_refused_in_one_line(run_folder, run_cmd, args, fragme
     assert not (run_folder / "x.avi").exists()
 
 
+def _report(result):
+    """The JSON report on the last line of `tfdqn evaluate`'s output, once it ended well."""
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def _evaluate(run_cmd, run_dir, *args):
     result = run_cmd("tfdqn.evaluate", str(run_dir), *args)
-    assert result.returncode == 0, result.stderr
-    return result, json.loads(result.stdout.strip().splitlines()[-1])
+    return result, _report(result)
 
 
 @pytest.mark.slow
-def test_the_report_describes_the_evaluation_and_repeats_with_its_seed(cartpole_run, run_cmd, capsys):
+def test_the_report_describes_the_evaluation_and_repeats_with_its_seed(cartpole_run, run_cmd):
     run_dir, _ = cartpole_run
     result, report = _evaluate(run_cmd, run_dir, "--episodes", "3", "--seed", "7")
     assert result.stderr == ""  # TensorFlow's start-up lines stay off stderr
@@ -67,9 +73,7 @@ def test_the_report_describes_the_evaluation_and_repeats_with_its_seed(cartpole_
     assert f"protocol: CartPole-v1, epsilon {eval_epsilon:g}" in result.stdout
     from tfdqn.evaluate import main  # the same command again, in this process: no second TensorFlow start-up
 
-    capsys.readouterr()
-    assert main([str(run_dir), "--episodes", "3", "--seed", "7"]) == 0
-    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1]) == report
+    assert _report(main_in_process(main, str(run_dir), "--episodes", "3", "--seed", "7")) == report
 
 
 @pytest.mark.slow

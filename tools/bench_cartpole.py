@@ -31,8 +31,8 @@ import time
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
 from tfdqn.atomic import write_json  # noqa: E402
-from tfdqn.bench.report import command_line  # noqa: E402
-from tfdqn.cli import OneLineErrorParser, last_line, number, run_cli  # noqa: E402
+from tfdqn.bench.report import run_benchmark  # noqa: E402
+from tfdqn.cli import OneLineErrorParser, last_line, number  # noqa: E402
 from tfdqn.errors import RunFailure, UserError  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -160,8 +160,8 @@ def seed_table(runs: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog=PROG, description=__doc__.split("\n\n")[0],
+def build_parser(prog: str = PROG) -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog=prog, description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=number(int), default=10, help="seeds to run (default 10)")
     parser.add_argument("--first-seed", type=number(int), default=0, help="first seed (default 0)")
@@ -205,9 +205,7 @@ def _main(args: argparse.Namespace) -> int:
 
 def main(argv=None) -> int:
     """The bench with `argv` (default: this process's), which its record names as the command that ran it."""
-    parser = build_parser()
-    parser.set_defaults(command=command_line(PROG, argv))
-    return run_cli(parser, _main, argv)
+    return run_benchmark(build_parser, _main, argv, PROG)
 
 
 if __name__ == "__main__":

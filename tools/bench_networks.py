@@ -20,8 +20,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tfdqn.bench.report import command_line, machine, publish
-from tfdqn.cli import OneLineErrorParser, number, run_cli, start_tensorflow
+from tfdqn.bench.report import machine, publish, run_benchmark
+from tfdqn.cli import OneLineErrorParser, number, start_tensorflow
 from tools.bench_timing import calls_per_second
 
 class Variant(NamedTuple):
@@ -47,10 +47,11 @@ VARIANTS = {
     "nature_84_xla": Variant("nature_cnn", 84, xla=True), "nature_96": Variant("nature_cnn", 96),
     "nature_96_xla": Variant("nature_cnn", 96, xla=True)}
 BATCH, ENVS, ACTIONS = 32, 4, 6
+PROG = "python -m tools.bench_networks"
 
 
-def build_parser() -> OneLineErrorParser:
-    parser = OneLineErrorParser(prog="python -m tools.bench_networks", description=__doc__.split("\n\n")[0])
+def build_parser(prog: str = PROG) -> OneLineErrorParser:
+    parser = OneLineErrorParser(prog=prog, description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=number(float), default=3.0, help="timed seconds per variant and round")
     parser.add_argument("--rounds", type=number(int), default=3, help="interleaved rounds")
     parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
@@ -114,10 +115,15 @@ def markdown_table(figures: dict) -> str:
 def _main(args) -> int:
     start_tensorflow()
     figures = measure(args.seconds, args.rounds, args.variants)
-    publish({"command": command_line("python -m tools.bench_networks", None), "machine": machine(), "figures": figures},
+    publish({"command": args.command, "machine": machine(), "figures": figures},
             markdown_table(figures), args.out, args.table)
     return 0
 
 
+def main(argv: list[str] | None = None) -> int:
+    """The bench with `argv` (default: this process's), which its record names as the command that ran it."""
+    return run_benchmark(build_parser, _main, argv, PROG)
+
+
 if __name__ == "__main__":
-    sys.exit(run_cli(build_parser(), _main, None))
+    sys.exit(main())
